@@ -1,0 +1,59 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+
+// No container engine runs on CI machines, so the compose file is checked by reading it.
+
+const root = fileURLToPath(new URL('../../../../', import.meta.url));
+const compose = parse(readFileSync(`${root}docker-compose.yml`, 'utf8')) as {
+  services: Record<string, Record<string, unknown>>;
+  volumes: Record<string, unknown>;
+};
+
+function env(service: string): Record<string, string> {
+  return compose.services[service]?.environment as Record<string, string>;
+}
+
+describe('docker-compose.yml', () => {
+  it('runs Redis 7 with noeviction, append-only persistence and a healthcheck', () => {
+    const redis = compose.services.redis!;
+    expect(String(redis.image)).toMatch(/^redis:7(\.|-|$)/);
+    const command = (redis.command as string[]).join(' ');
+    expect(command).toContain('--maxmemory-policy noeviction');
+    expect(command).toContain('--appendonly yes');
+    expect(redis.healthcheck).toMatchObject({ test: expect.arrayContaining(['redis-cli', 'ping']) });
+  });
+
+  it('has workers and agent built from the multi-stage Dockerfile, waiting for a healthy Redis', () => {
+    for (const name of ['workers', 'agent']) {
+      const service = compose.services[name]!;
+      expect(service.build).toMatchObject({ context: '.', target: 'runtime' });
+      expect(service.depends_on).toMatchObject({ redis: { condition: 'service_healthy' } });
+      expect(env(name).REDIS_URL).toBe('redis://redis:6379');
+    }
+    const dockerfile = readFileSync(`${root}Dockerfile`, 'utf8');
+    expect(dockerfile).toMatch(/FROM node:20[^\n]* AS build/);
+    expect(dockerfile).toMatch(/FROM node:20[^\n]* AS runtime/);
+  });
+
+  it('mounts one named volume at ENGRAM_HOME in both agent and workers', () => {
+    const home = env('workers').ENGRAM_HOME;
+    expect(home).toBeTruthy();
+    expect(env('agent').ENGRAM_HOME).toBe(home);
+    const mounts = (name: string) => compose.services[name]!.volumes as string[];
+    const workerMount = mounts('workers').find((m) => m.endsWith(`:${home}`));
+    const agentMount = mounts('agent').find((m) => m.endsWith(`:${home}`));
+    expect(workerMount).toBeDefined();
+    expect(agentMount).toBe(workerMount);
+    const volumeName = workerMount!.split(':')[0]!;
+    expect(Object.keys(compose.volumes)).toContain(volumeName);
+  });
+
+  it('points every container command at a file the workspace build produces', () => {
+    const workers = (compose.services.workers!.command as string[]).join(' ');
+    const agent = (compose.services.agent!.command as string[]).join(' ');
+    expect(workers).toContain('apps/workers/dist/bin/engram-workers.js');
+    expect(agent).toContain('apps/agent/dist/bin/engram.js');
+  });
+});

@@ -1,0 +1,23 @@
+import type { TestProject } from 'vitest/node';
+import { type ProvisionedRedis, provisionRedis } from './redis.js';
+
+// Vitest globalSetup: one real Redis per test run, handed to tests through `inject('redisUrl')`.
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    redisUrl: string;
+    redisSource: string;
+  }
+}
+
+let redis: ProvisionedRedis | undefined;
+
+export async function setup(project: TestProject): Promise<void> {
+  redis = await provisionRedis();
+  project.provide('redisUrl', redis.url);
+  project.provide('redisSource', redis.source);
+}
+
+export async function teardown(): Promise<void> {
+  await redis?.stop();
+}
