@@ -3,13 +3,6 @@ import { type ProvisionedRedis, provisionRedis } from './redis.js';
 
 // Vitest globalSetup: one real Redis per test run, handed to tests through `inject('redisUrl')`.
 
-declare module 'vitest' {
-  export interface ProvidedContext {
-    redisUrl: string;
-    redisSource: string;
-  }
-}
-
 let redis: ProvisionedRedis | undefined;
 
 export async function setup(project: TestProject): Promise<void> {

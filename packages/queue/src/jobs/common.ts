@@ -1,0 +1,45 @@
+import { z } from 'zod';
+
+// Shared pieces of job payloads. Payloads carry references, never conversation contents (DESIGN §1), so
+// every worker resolves files under its own ENGRAM_HOME from these names.
+
+/** A directory name produced by memory-core's sanitizePath: only [A-Za-z0-9-], so it can never escape. */
+export const sanitizedDirName = z
+  .string()
+  .min(1)
+  .max(250)
+  .regex(/^[A-Za-z0-9-]+$/, 'must be a sanitized directory name ([A-Za-z0-9-] only)');
+
+/** Session ids are file names of transcripts: no separators, no dots-only names, no NUL. */
+export const sessionId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, 'must be a session id ([A-Za-z0-9_-], not starting with - or _)');
+
+export const entryUuid = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9-]+$/, 'must be a transcript entry uuid');
+
+/** Where the conversation stood when the job was requested: the leaf entry and its line number. */
+export const leafRef = z.object({
+  leafUuid: entryUuid,
+  /** 1-based line number of the leaf in the transcript; orders requests so cursors only move forward. */
+  leafSeq: z.number().int().positive(),
+});
+
+export const projectRef = z.object({
+  /** sanitize(project root): where the project's memory lives. */
+  projectDir: sanitizedDirName,
+  /** sanitize(launch cwd): where this session's transcript and session memory live. */
+  transcriptDir: sanitizedDirName,
+});
+
+/** Largest payload we accept for any job except recall (DESIGN §1: payloads stay under 4 KiB). */
+export const MAX_PAYLOAD_BYTES = 4 * 1024;
+
+export function payloadBytes(value: unknown): number {
+  return Buffer.byteLength(JSON.stringify(value), 'utf8');
+}

@@ -1,0 +1,54 @@
+import { z } from 'zod';
+import { projectRef, sessionId } from './common.js';
+
+// recall: pick up to five relevant memories for the user's prompt with a small-model side query (DESIGN §5).
+
+/** The prompt is the one payload field that carries text; it is capped to a bounded head and tail. */
+export const RECALL_QUERY_HEAD_CHARS = 2_000;
+export const RECALL_QUERY_TAIL_CHARS = 1_000;
+const MAX_QUERY_CHARS = RECALL_QUERY_HEAD_CHARS + RECALL_QUERY_TAIL_CHARS + 64;
+
+export function capRecallQuery(prompt: string): string {
+  if (prompt.length <= RECALL_QUERY_HEAD_CHARS + RECALL_QUERY_TAIL_CHARS) return prompt;
+  const omitted = prompt.length - RECALL_QUERY_HEAD_CHARS - RECALL_QUERY_TAIL_CHARS;
+  return `${prompt.slice(0, RECALL_QUERY_HEAD_CHARS)}\n[… ${omitted} characters omitted …]\n${prompt.slice(-RECALL_QUERY_TAIL_CHARS)}`;
+}
+
+const relativeMemoryPath = z.string().min(1).max(300);
+
+export const recallPayload = projectRef.extend({
+  sessionId,
+  query: z.string().min(1).max(MAX_QUERY_CHARS),
+  /** Memory files already injected in this context (relative to the memory directory). */
+  alreadySurfaced: z.array(relativeMemoryPath).max(64),
+  /** Memory files the agent already read or wrote in this context (relative to the memory directory). */
+  alreadyRead: z.array(relativeMemoryPath).max(64),
+  /** Tools used successfully since the previous user turn. */
+  recentTools: z.array(z.string().max(64)).max(32),
+  requestedAt: z.iso.datetime(),
+});
+export type RecallPayload = z.infer<typeof recallPayload>;
+
+export const recallAttachment = z.object({
+  path: z.string(),
+  /** Precomputed once so the injected bytes never change between turns. */
+  header: z.string(),
+  content: z.string(),
+  truncated: z.boolean(),
+  mtimeMs: z.number(),
+});
+
+export const recallResult = z.object({
+  outcome: z.enum(['model', 'fallback', 'empty']),
+  attachments: z.array(recallAttachment),
+  latencyMs: z.number().nonnegative(),
+  fallbackReason: z.string().optional(),
+});
+export type RecallResult = z.infer<typeof recallResult>;
+
+export const recallJob = {
+  kind: 'recall',
+  queue: 'memory-recall',
+  payload: recallPayload,
+  deduplicationId: undefined,
+} as const;

@@ -1,0 +1,176 @@
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Lease, StateStore, Versioned } from './state-store.js';
+
+// StateStore on Redis: every compound operation is one Lua script, so it is atomic across any number of
+// agents and workers.
+
+const SET_IF_NEWER = `
+local cur = redis.call('HGET', KEYS[1], 'seq')
+if cur and tonumber(cur) >= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'seq', ARGV[1], 'value', ARGV[2])
+if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return 1`;
+
+const ACQUIRE_LEASE = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
+local token = redis.call('INCR', KEYS[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', token, 'expiresAt', now + tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {token, now + tonumber(ARGV[2])}`;
+
+const RENEW_LEASE = `
+if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'token') ~= ARGV[2] then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 'expiresAt', now + tonumber(ARGV[3]))
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1`;
+
+const RELEASE_LEASE = `
+if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'token') ~= ARGV[2] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`;
+
+export class StateStoreUnavailableError extends Error {
+  readonly code = 'STATE_STORE_UNAVAILABLE';
+  constructor(reason: string) {
+    super(`Queue state store unavailable: ${reason}`);
+    this.name = 'StateStoreUnavailableError';
+  }
+}
+
+export class RedisStateStore implements StateStore {
+  readonly engine = 'redis' as const;
+  private readonly redis: Redis;
+
+  /** `namespace` isolates keys (the same prefix the queues use); `options` carry the connection profile. */
+  constructor(
+    url: string,
+    private readonly namespace: string,
+    options: RedisOptions = {},
+  ) {
+    this.redis = new Redis(url, { lazyConnect: false, ...options });
+    // Errors surface on the calls that fail; an unhandled 'error' event would crash the process.
+    this.redis.on('error', () => {});
+  }
+
+  private k(key: string): string {
+    return `${this.namespace}:engram:${key}`;
+  }
+
+  async getJson<T>(key: string): Promise<T | undefined> {
+    const raw = await this.redis.get(this.k(key));
+    return raw === null ? undefined : (JSON.parse(raw) as T);
+  }
+
+  async setJson(key: string, value: unknown, ttlMs?: number): Promise<void> {
+    if (ttlMs && ttlMs > 0) await this.redis.set(this.k(key), JSON.stringify(value), 'PX', ttlMs);
+    else await this.redis.set(this.k(key), JSON.stringify(value));
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.redis.del(this.k(key));
+  }
+
+  async setIfNewer(key: string, seq: number, value: unknown, ttlMs = 0): Promise<boolean> {
+    const ok = await this.redis.eval(
+      SET_IF_NEWER,
+      1,
+      this.k(key),
+      String(seq),
+      JSON.stringify(value),
+      String(ttlMs),
+    );
+    return ok === 1;
+  }
+
+  async getVersioned<T>(key: string): Promise<Versioned<T> | undefined> {
+    const [seq, value] = await this.redis.hmget(this.k(key), 'seq', 'value');
+    if (seq == null || value == null) return undefined;
+    return { seq: Number(seq), value: JSON.parse(value) as T };
+  }
+
+  async setIfAbsent(key: string, value: unknown, ttlMs: number): Promise<boolean> {
+    const ok = await this.redis.set(this.k(key), JSON.stringify(value), 'PX', ttlMs, 'NX');
+    return ok === 'OK';
+  }
+
+  async acquireLease(key: string, holder: string, ttlMs: number): Promise<Lease | undefined> {
+    const res = (await this.redis.eval(
+      ACQUIRE_LEASE,
+      2,
+      this.k(`lease:${key}`),
+      this.k(`fence:${key}`),
+      holder,
+      String(ttlMs),
+    )) as [number, number] | null;
+    if (!res) return undefined;
+    return { holder, token: Number(res[0]), expiresAtMs: Number(res[1]) };
+  }
+
+  async renewLease(key: string, holder: string, token: number, ttlMs: number): Promise<boolean> {
+    const ok = await this.redis.eval(
+      RENEW_LEASE,
+      1,
+      this.k(`lease:${key}`),
+      holder,
+      String(token),
+      String(ttlMs),
+    );
+    return ok === 1;
+  }
+
+  async releaseLease(key: string, holder: string, token: number): Promise<boolean> {
+    const ok = await this.redis.eval(RELEASE_LEASE, 1, this.k(`lease:${key}`), holder, String(token));
+    return ok === 1;
+  }
+
+  async getLease(key: string): Promise<Lease | undefined> {
+    const [holder, token, expiresAt] = await this.redis.hmget(
+      this.k(`lease:${key}`),
+      'holder',
+      'token',
+      'expiresAt',
+    );
+    if (holder == null || token == null || expiresAt == null) return undefined;
+    return { holder, token: Number(token), expiresAtMs: Number(expiresAt) };
+  }
+
+  async ready(): Promise<void> {
+    const status = this.redis.status;
+    if (status === 'ready') return;
+    if (status === 'reconnecting' || status === 'close' || status === 'end') {
+      throw new StateStoreUnavailableError(`Redis connection is ${status}`);
+    }
+    await new Promise<void>((resolve, reject) => {
+      const onReady = () => {
+        cleanup();
+        resolve();
+      };
+      const onError = (error: Error) => {
+        cleanup();
+        reject(new StateStoreUnavailableError(error.message));
+      };
+      const cleanup = () => {
+        this.redis.off('ready', onReady);
+        this.redis.off('error', onError);
+      };
+      this.redis.once('ready', onReady);
+      this.redis.once('error', onError);
+    });
+  }
+
+  async ping(): Promise<void> {
+    await this.redis.ping();
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.redis.quit();
+    } catch {
+      this.redis.disconnect();
+    }
+  }
+}

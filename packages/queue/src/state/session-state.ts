@@ -1,0 +1,88 @@
+import type { StateStore } from './state-store.js';
+
+// Per-session coordination state shared by every agent replica and worker (DESIGN §5): the extraction cursor,
+// the newest extraction request, and the session-memory markers the compactor reads.
+
+/** Session state outlives a session by the transcript retention period (30 days by default). */
+export const SESSION_STATE_TTL_MS = 30 * 24 * 3600 * 1000;
+
+export interface TranscriptCursor {
+  leafUuid: string;
+  /** 1-based line number of the leaf in the transcript; cursors only ever move to a larger seq. */
+  leafSeq: number;
+}
+
+export interface SessionMemoryMarkers {
+  /** When the current (or last) update started, for the compactor's wait (≤15 s, stale after 60 s). */
+  startedAtMs?: number;
+  finishedAtMs?: number;
+  /** Context tokens at the last successful update: the baseline for the ≥5,000-token growth rule. */
+  tokensAtLastUpdate?: number;
+  /** Transcript seq up to which tool calls have been counted for the ≥3-tool-calls rule. */
+  lastUpdateSeq?: number;
+  /** Last message the summary covers, set only when that turn had no pending tool calls. */
+  lastSummarizedUuid?: string;
+  /** Set once the session crossed the 10,000-token initialisation threshold. */
+  initialized?: boolean;
+}
+
+export interface SessionKey {
+  transcriptDir: string;
+  sessionId: string;
+}
+
+export class SessionState {
+  private readonly scope: string;
+
+  constructor(
+    private readonly store: StateStore,
+    key: SessionKey,
+  ) {
+    this.scope = `session:${key.transcriptDir}:${key.sessionId}`;
+  }
+
+  async extractCursor(): Promise<TranscriptCursor | undefined> {
+    return (await this.store.getVersioned<TranscriptCursor>(`${this.scope}:extract-cursor`))?.value;
+  }
+
+  /** Moves the extraction cursor forward to `cursor`; a stale or repeated advance is a no-op (false). */
+  advanceExtractCursor(cursor: TranscriptCursor): Promise<boolean> {
+    return this.store.setIfNewer(
+      `${this.scope}:extract-cursor`,
+      cursor.leafSeq,
+      cursor,
+      SESSION_STATE_TTL_MS,
+    );
+  }
+
+  /** Records the newest leaf an extraction was requested for, so a waiting job covers it (newest wins). */
+  noteExtractRequested(cursor: TranscriptCursor): Promise<boolean> {
+    return this.store.setIfNewer(
+      `${this.scope}:extract-requested`,
+      cursor.leafSeq,
+      cursor,
+      SESSION_STATE_TTL_MS,
+    );
+  }
+
+  async latestExtractRequest(): Promise<TranscriptCursor | undefined> {
+    return (await this.store.getVersioned<TranscriptCursor>(`${this.scope}:extract-requested`))?.value;
+  }
+
+  async sessionMemory(): Promise<SessionMemoryMarkers> {
+    return (await this.store.getJson<SessionMemoryMarkers>(`${this.scope}:session-memory`)) ?? {};
+  }
+
+  async updateSessionMemory(patch: Partial<SessionMemoryMarkers>): Promise<SessionMemoryMarkers> {
+    // Markers are written only by the single session-memory worker holding the session's lease, or by the
+    // foreground for `initialized`; read-modify-write is safe under that discipline.
+    const next = { ...(await this.sessionMemory()), ...patch };
+    await this.store.setJson(`${this.scope}:session-memory`, next, SESSION_STATE_TTL_MS);
+    return next;
+  }
+
+  /** The lease key serialising session-memory updates for this session. */
+  get sessionMemoryLeaseKey(): string {
+    return `${this.scope}:session-memory-lease`;
+  }
+}

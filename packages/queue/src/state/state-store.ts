@@ -1,0 +1,41 @@
+// The small set of atomic primitives Engram's coordination needs (cursors, markers, throttles, leases). The
+// typed APIs (session-state.ts, project-lock.ts) are written once on top of this interface, so they hold on
+// every engine that implements it (Redis now; the PostgreSQL backend implements the same contract).
+
+export interface Versioned<T> {
+  seq: number;
+  value: T;
+}
+
+export interface Lease {
+  holder: string;
+  /** Fencing token: strictly increasing per key across all holders, ever. */
+  token: number;
+  expiresAtMs: number;
+}
+
+export interface StateStore {
+  readonly engine: 'redis' | 'postgres';
+  getJson<T>(key: string): Promise<T | undefined>;
+  setJson(key: string, value: unknown, ttlMs?: number): Promise<void>;
+  delete(key: string): Promise<void>;
+  /** Stores `value` only if `seq` is greater than the stored seq (monotonic cursors). Returns whether it did. */
+  setIfNewer(key: string, seq: number, value: unknown, ttlMs?: number): Promise<boolean>;
+  getVersioned<T>(key: string): Promise<Versioned<T> | undefined>;
+  /** Sets the key only if absent, with a TTL (throttles). Returns whether it did. */
+  setIfAbsent(key: string, value: unknown, ttlMs: number): Promise<boolean>;
+  /** Takes the lease if nobody holds a live one; returns it with a fresh fencing token, else undefined. */
+  acquireLease(key: string, holder: string, ttlMs: number): Promise<Lease | undefined>;
+  /** Extends the lease if `holder` + `token` still hold it. */
+  renewLease(key: string, holder: string, token: number, ttlMs: number): Promise<boolean>;
+  /** Releases the lease if `holder` + `token` still hold it. */
+  releaseLease(key: string, holder: string, token: number): Promise<boolean>;
+  getLease(key: string): Promise<Lease | undefined>;
+  /**
+   * Resolves when the store can take commands. While a first connection is being made it waits; when an
+   * established connection has been lost it rejects at once (producers must not wait out an outage).
+   */
+  ready(): Promise<void>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,122 @@
+import { type Job, UnrecoverableError, type Worker } from 'bullmq';
+import { JOB_CATALOG, type JobDefinition, type JobKind, type PayloadOf, type ResultOf } from './catalog.js';
+import type { QueueEngine } from './engine.js';
+import type { QueueConfig } from './queues/queue-config.js';
+
+// The base processor every worker runs: validate the payload (a validation failure can never succeed, so it
+// fails at once without retries), run the typed handler with an AbortSignal that fires when the job's lock is
+// lost, and turn errors that say they are not retryable into BullMQ UnrecoverableErrors.
+
+export interface HandlerContext {
+  job: Job;
+  /** Aborted when this worker loses the job's lock (another worker may now own it) or on shutdown. */
+  signal: AbortSignal;
+  /** 1 for the first attempt. */
+  attempt: number;
+  progress(data: Record<string, unknown>): Promise<void>;
+}
+
+export type JobHandler<K extends JobKind> = (
+  payload: PayloadOf<K>,
+  ctx: HandlerContext,
+) => Promise<ResultOf<K>>;
+
+export interface JobEvents {
+  onCompleted?(info: { kind: JobKind; job: Job; durationMs: number; result: unknown }): void;
+  /** `final` is true when BullMQ will not retry it. */
+  onFailed?(info: {
+    kind: JobKind;
+    job: Job | undefined;
+    durationMs: number;
+    error: Error;
+    final: boolean;
+  }): void;
+  onError?(info: { kind: JobKind; error: Error }): void;
+  onLockLost?(info: { kind: JobKind; jobId: string }): void;
+}
+
+export interface CreateJobWorkerOptions extends JobEvents {
+  /** Overrides of the queue's configured numbers (tests shorten lock and stall periods). */
+  config?: Partial<QueueConfig>;
+  autorun?: boolean;
+}
+
+/** An error that can never succeed on retry (bad input, auth). Handlers may also set `retryable = false`. */
+export class PermanentJobError extends Error {
+  readonly retryable = false;
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'PermanentJobError';
+  }
+}
+
+export function isPermanent(error: unknown): boolean {
+  if (error instanceof UnrecoverableError) return true;
+  const e = error as { retryable?: unknown; unrecoverable?: unknown } | null;
+  return !!e && (e.retryable === false || e.unrecoverable === true);
+}
+
+export function createJobWorker<K extends JobKind>(
+  engine: QueueEngine,
+  kind: K,
+  handler: JobHandler<K>,
+  options: CreateJobWorkerOptions = {},
+): Worker {
+  const def = JOB_CATALOG[kind] as JobDefinition<K>;
+  const config: QueueConfig = { ...def.config, ...options.config };
+
+  const processor = async (job: Job, _token?: string, signal?: AbortSignal): Promise<ResultOf<K>> => {
+    const parsed = def.payload.safeParse(job.data);
+    if (!parsed.success) {
+      throw new UnrecoverableError(`Invalid ${kind} payload: ${parsed.error.message}`);
+    }
+    const ctx: HandlerContext = {
+      job,
+      signal: signal ?? new AbortController().signal,
+      attempt: job.attemptsMade + 1,
+      progress: (data) => job.updateProgress(data),
+    };
+    try {
+      return await handler(parsed.data, ctx);
+    } catch (error) {
+      if (isPermanent(error) && !(error instanceof UnrecoverableError)) {
+        const e = error as Error & { code?: string };
+        throw new UnrecoverableError(`${e.code ?? e.name}: ${e.message}`);
+      }
+      throw error;
+    }
+  };
+
+  const worker = engine.createWorker(def.queue, processor, {
+    concurrency: config.concurrency,
+    lockDuration: config.lockDurationMs,
+    stalledInterval: config.stalledIntervalMs,
+    maxStalledCount: config.maxStalledCount,
+    autorun: options.autorun ?? true,
+  }) as Worker;
+
+  worker.on('completed', (job, result) => {
+    options.onCompleted?.({ kind, job, durationMs: duration(job), result });
+  });
+  worker.on('failed', (job, error) => {
+    const attempts = job?.opts.attempts ?? 1;
+    const final = !job || isPermanent(error) || job.attemptsMade >= attempts;
+    options.onFailed?.({ kind, job, durationMs: job ? duration(job) : 0, error, final });
+  });
+  worker.on('error', (error) => options.onError?.({ kind, error }));
+  worker.on('lockRenewalFailed', (jobIds) => {
+    for (const jobId of jobIds) {
+      // Someone else may own the job now: stop our copy of the work before it writes anything more.
+      worker.cancelJob(jobId, 'job lock lost');
+      options.onLockLost?.({ kind, jobId });
+    }
+  });
+  return worker;
+}
+
+function duration(job: Job): number {
+  return job.finishedOn && job.processedOn ? job.finishedOn - job.processedOn : 0;
+}
