@@ -247,3 +247,35 @@ describe('typed enqueue and the base worker', () => {
     expect(['QUEUE_UNAVAILABLE', 'ENQUEUE_TIMEOUT']).toContain((error as EnqueueError).code);
   });
 });
+
+describe('deferring a job', () => {
+  it('puts the job back as delayed without spending an attempt, then runs it again', async () => {
+    const { producer, worker } = engines();
+    const attempts: number[] = [];
+    const done: number[] = [];
+    closer.add(
+      createJobWorker(
+        worker,
+        'extract',
+        async (payload, ctx) => {
+          attempts.push(ctx.attempt);
+          if (attempts.length === 1) throw await ctx.defer(100);
+          return {
+            outcome: 'extracted',
+            sessionId: payload.sessionId,
+            fromSeq: 0,
+            toSeq: payload.leafSeq,
+            memories: [],
+            turns: 1,
+            usage: { inputTokens: 0, outputTokens: 0, cacheReadInputTokens: 0, cacheCreationInputTokens: 0 },
+            deniedToolCalls: 0,
+          };
+        },
+        { onCompleted: () => done.push(1) },
+      ),
+    );
+    await producerFor(producer).enqueue('extract', extractPayload(1));
+    await waitFor(() => done.length === 1, 'completion after defer');
+    expect(attempts).toEqual([1, 1]);
+  });
+});

@@ -1,4 +1,4 @@
-import { type Job, UnrecoverableError, type Worker } from 'bullmq';
+import { DelayedError, type Job, UnrecoverableError, type Worker } from 'bullmq';
 import { JOB_CATALOG, type JobDefinition, type JobKind, type PayloadOf, type ResultOf } from './catalog.js';
 import type { QueueEngine } from './engine.js';
 import type { QueueConfig } from './queues/queue-config.js';
@@ -14,6 +14,11 @@ export interface HandlerContext {
   /** 1 for the first attempt. */
   attempt: number;
   progress(data: Record<string, unknown>): Promise<void>;
+  /**
+   * Puts the job back as delayed for `delayMs` without counting an attempt (e.g. the project's memory is busy).
+   * Returns a value to throw: `throw await ctx.defer(1000)`.
+   */
+  defer(delayMs: number): Promise<Error>;
 }
 
 export type JobHandler<K extends JobKind> = (
@@ -68,7 +73,7 @@ export function createJobWorker<K extends JobKind>(
   const def = JOB_CATALOG[kind] as JobDefinition<K>;
   const config: QueueConfig = { ...def.config, ...options.config };
 
-  const processor = async (job: Job, _token?: string, signal?: AbortSignal): Promise<ResultOf<K>> => {
+  const processor = async (job: Job, token?: string, signal?: AbortSignal): Promise<ResultOf<K>> => {
     const parsed = def.payload.safeParse(job.data);
     if (!parsed.success) {
       throw new UnrecoverableError(`Invalid ${kind} payload: ${parsed.error.message}`);
@@ -78,10 +83,15 @@ export function createJobWorker<K extends JobKind>(
       signal: signal ?? new AbortController().signal,
       attempt: job.attemptsMade + 1,
       progress: (data) => job.updateProgress(data),
+      defer: async (delayMs) => {
+        await job.moveToDelayed(Date.now() + delayMs, token);
+        return new DelayedError();
+      },
     };
     try {
       return await handler(parsed.data, ctx);
     } catch (error) {
+      if (error instanceof DelayedError) throw error;
       if (isPermanent(error) && !(error instanceof UnrecoverableError)) {
         const e = error as Error & { code?: string };
         throw new UnrecoverableError(`${e.code ?? e.name}: ${e.message}`);

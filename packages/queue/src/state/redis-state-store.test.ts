@@ -69,3 +69,23 @@ describe('RedisStateStore', () => {
     });
   });
 });
+
+describe('tryHoldLease', () => {
+  it('holds a lease past its TTL by renewing it, and signals when it is lost', async () => {
+    const { tryHoldLease } = await import('./held-lease.js');
+    const s = store();
+    const held = await tryHoldLease(s, 'project', { ttlMs: 300 });
+    expect(held).toBeDefined();
+    expect(await tryHoldLease(s, 'project', { ttlMs: 300 })).toBeUndefined();
+    await new Promise((r) => setTimeout(r, 700));
+    expect(held!.signal.aborted).toBe(false);
+    expect((await s.getLease('project'))?.token).toBe(held!.lease.token);
+    // Someone breaks the lease (e.g. an operator): the holder learns at its next renewal.
+    await s.releaseLease('project', held!.lease.holder, held!.lease.token);
+    await s.acquireLease('project', 'intruder', 10_000);
+    await new Promise((r) => setTimeout(r, 250));
+    expect(held!.signal.aborted).toBe(true);
+    await held!.release();
+    expect((await s.getLease('project'))?.holder).toBe('intruder');
+  });
+});

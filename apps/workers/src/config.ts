@@ -1,0 +1,143 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
+import type { JobKind } from '@engram/queue/catalog';
+import { z } from 'zod';
+
+// The worker service's configuration: environment only, validated at start with a readable error (DESIGN §8).
+
+export class ConfigError extends Error {
+  readonly code = 'CONFIG_INVALID';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+const positiveInt = z.coerce.number().int().positive();
+const optionalPositiveInt = positiveInt.optional();
+const bool = z
+  .enum(['1', '0', 'true', 'false', 'yes', 'no'])
+  .transform((v) => v === '1' || v === 'true' || v === 'yes');
+
+const envSchema = z.object({
+  ENGRAM_HOME: z.string().min(1).optional(),
+  ENGRAM_MEMORY_DIR: z.string().optional(),
+  ANTHROPIC_API_KEY: z.string().optional(),
+  ANTHROPIC_BASE_URL: z.url().optional(),
+  ENGRAM_MODEL: z.string().min(1).default('claude-sonnet-5-5'),
+  ENGRAM_SMALL_MODEL: z.string().min(1).default('claude-haiku-5-5'),
+  ENGRAM_WORKERS_HOST: z.string().min(1).default('127.0.0.1'),
+  ENGRAM_WORKERS_PORT: z.coerce.number().int().min(0).max(65_535).default(8090),
+  ENGRAM_QUEUES: z.string().optional(),
+  ENGRAM_CONCURRENCY_EXTRACT: optionalPositiveInt,
+  ENGRAM_CONCURRENCY_SESSION_MEMORY: optionalPositiveInt,
+  ENGRAM_CONCURRENCY_DREAM: optionalPositiveInt,
+  ENGRAM_CONCURRENCY_RECALL: optionalPositiveInt,
+  ENGRAM_LOCK_DURATION_MS: optionalPositiveInt,
+  ENGRAM_STALLED_INTERVAL_MS: optionalPositiveInt,
+  ENGRAM_SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
+  ENGRAM_MODEL_MAX_RETRIES: z.coerce.number().int().min(0).max(2).default(1),
+  ENGRAM_DASHBOARD: bool.default(true),
+  ENGRAM_DASHBOARD_READONLY: bool.default(true),
+  ENGRAM_DASHBOARD_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  ENGRAM_DASHBOARD_USER: z.string().min(1).optional(),
+  ENGRAM_DASHBOARD_PASSWORD: z.string().min(8, 'must be at least 8 characters').optional(),
+  ENGRAM_NAMESPACE: z
+    .string()
+    .regex(/^[A-Za-z0-9:_-]{1,64}$/)
+    .default('engram'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export interface WorkersConfig {
+  engramHome: string;
+  memoryDirOverride: string | undefined;
+  backend: QueueBackendConfig;
+  namespace: string;
+  model: string;
+  smallModel: string;
+  anthropic: { apiKey: string | undefined; baseURL: string | undefined; maxRetries: number };
+  http: { host: string; port: number };
+  queues: JobKind[];
+  concurrency: Partial<Record<JobKind, number>>;
+  lockDurationMs: number | undefined;
+  stalledIntervalMs: number | undefined;
+  shutdownTimeoutMs: number;
+  dashboard: {
+    enabled: boolean;
+    readOnly: boolean;
+    token: string | undefined;
+    basicAuth: { user: string; password: string } | undefined;
+  };
+  logLevel: string;
+}
+
+const ALL_QUEUES: JobKind[] = ['extract', 'session-memory', 'dream', 'recall'];
+
+export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): WorkersConfig {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`Invalid worker configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  if ((e.ENGRAM_DASHBOARD_USER === undefined) !== (e.ENGRAM_DASHBOARD_PASSWORD === undefined)) {
+    throw new ConfigError(
+      'Invalid worker configuration:\n  ENGRAM_DASHBOARD_USER and ENGRAM_DASHBOARD_PASSWORD must be set together.',
+    );
+  }
+  let queues = ALL_QUEUES;
+  if (e.ENGRAM_QUEUES) {
+    const names = e.ENGRAM_QUEUES.split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+    const unknown = names.filter((n) => !ALL_QUEUES.includes(n as JobKind));
+    if (unknown.length) {
+      throw new ConfigError(
+        `Invalid worker configuration:\n  ENGRAM_QUEUES: unknown queue(s) ${unknown.join(', ')}; use ${ALL_QUEUES.join(', ')}.`,
+      );
+    }
+    queues = names as JobKind[];
+  }
+  let backend: QueueBackendConfig;
+  try {
+    backend = resolveBackendConfig(env);
+  } catch (error) {
+    throw new ConfigError(`Invalid worker configuration:\n  ${(error as Error).message}`);
+  }
+  return {
+    engramHome: e.ENGRAM_HOME ?? join(homedir(), '.engram'),
+    memoryDirOverride: e.ENGRAM_MEMORY_DIR || undefined,
+    backend,
+    namespace: e.ENGRAM_NAMESPACE,
+    model: e.ENGRAM_MODEL,
+    smallModel: e.ENGRAM_SMALL_MODEL,
+    anthropic: {
+      apiKey: e.ANTHROPIC_API_KEY,
+      baseURL: e.ANTHROPIC_BASE_URL,
+      maxRetries: e.ENGRAM_MODEL_MAX_RETRIES,
+    },
+    http: { host: e.ENGRAM_WORKERS_HOST, port: e.ENGRAM_WORKERS_PORT },
+    queues,
+    concurrency: {
+      extract: e.ENGRAM_CONCURRENCY_EXTRACT,
+      'session-memory': e.ENGRAM_CONCURRENCY_SESSION_MEMORY,
+      dream: e.ENGRAM_CONCURRENCY_DREAM,
+      recall: e.ENGRAM_CONCURRENCY_RECALL,
+    },
+    lockDurationMs: e.ENGRAM_LOCK_DURATION_MS,
+    stalledIntervalMs: e.ENGRAM_STALLED_INTERVAL_MS,
+    shutdownTimeoutMs: e.ENGRAM_SHUTDOWN_TIMEOUT_MS,
+    dashboard: {
+      enabled: e.ENGRAM_DASHBOARD,
+      readOnly: e.ENGRAM_DASHBOARD_READONLY,
+      token: e.ENGRAM_DASHBOARD_TOKEN,
+      basicAuth:
+        e.ENGRAM_DASHBOARD_USER && e.ENGRAM_DASHBOARD_PASSWORD
+          ? { user: e.ENGRAM_DASHBOARD_USER, password: e.ENGRAM_DASHBOARD_PASSWORD }
+          : undefined,
+    },
+    logLevel: e.LOG_LEVEL,
+  };
+}

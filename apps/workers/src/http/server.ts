@@ -1,0 +1,114 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { HonoAdapter } from '@bull-board/hono';
+import { type ServerType, serve } from '@hono/node-server';
+import { serveStatic } from '@hono/node-server/serve-static';
+import { Hono, type MiddlewareHandler } from 'hono';
+import type { WorkersConfig } from '../config.js';
+import type { WorkerMetrics } from '../metrics.js';
+
+// Health, readiness, Prometheus metrics and the bull-board dashboard on one small HTTP server.
+
+export interface HttpDeps {
+  config: WorkersConfig;
+  metrics: WorkerMetrics;
+  /** Throws when the service is not ready (engine unreachable, workers not fetching). */
+  checkReady(): Promise<{ ok: boolean; details: Record<string, unknown> }>;
+  /** BullMQ queues for the dashboard. */
+  dashboardQueues: ConstructorParameters<typeof BullMQAdapter>[0][];
+  sampleQueueDepths(): Promise<void>;
+}
+
+export interface RunningHttpServer {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export function dashboardGuard(config: WorkersConfig['dashboard']): MiddlewareHandler {
+  return async (c, next) => {
+    if (!config.token && !config.basicAuth) return next();
+    const header = c.req.header('authorization') ?? '';
+    const queryToken = c.req.query('token');
+    if (
+      config.token &&
+      (safeEqual(header, `Bearer ${config.token}`) || (queryToken && safeEqual(queryToken, config.token)))
+    ) {
+      return next();
+    }
+    if (config.basicAuth && header.startsWith('Basic ')) {
+      const decoded = Buffer.from(header.slice(6), 'base64').toString('utf8');
+      if (safeEqual(decoded, `${config.basicAuth.user}:${config.basicAuth.password}`)) return next();
+    }
+    c.header('WWW-Authenticate', config.basicAuth ? 'Basic realm="engram-dashboard"' : 'Bearer');
+    return c.text(
+      'Unauthorized: the dashboard needs ENGRAM_DASHBOARD_TOKEN (Bearer) or basic-auth credentials.',
+      401,
+    );
+  };
+}
+
+export function createHttpApp(deps: HttpDeps): Hono {
+  const app = new Hono();
+  app.get('/healthz', (c) => c.json({ ok: true }));
+  app.get('/readyz', async (c) => {
+    const ready = await deps
+      .checkReady()
+      .catch((error: Error) => ({ ok: false, details: { error: error.message } }));
+    return c.json(ready, ready.ok ? 200 : 503);
+  });
+  app.get('/metrics', async (c) => {
+    await deps.sampleQueueDepths().catch(() => {});
+    c.header('content-type', deps.metrics.registry.contentType);
+    return c.body(await deps.metrics.registry.metrics());
+  });
+  if (deps.config.dashboard.enabled) {
+    const basePath = '/dashboard';
+    const adapter = new HonoAdapter(serveStatic);
+    createBullBoard({
+      queues: deps.dashboardQueues.map(
+        (q) =>
+          new BullMQAdapter(q, {
+            readOnlyMode: deps.config.dashboard.readOnly,
+            allowRetries: !deps.config.dashboard.readOnly,
+          }),
+      ),
+      serverAdapter: adapter,
+      options: { uiConfig: { boardTitle: 'Engram queues' } },
+    });
+    adapter.setBasePath(basePath);
+    app.use(`${basePath}/*`, dashboardGuard(deps.config.dashboard));
+    app.use(basePath, dashboardGuard(deps.config.dashboard));
+    app.route(basePath, adapter.registerPlugin());
+  }
+  return app;
+}
+
+export async function startHttpServer(deps: HttpDeps): Promise<RunningHttpServer> {
+  const app = createHttpApp(deps);
+  const server: ServerType = await new Promise((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, hostname: deps.config.http.host, port: deps.config.http.port }, () =>
+      resolve(s),
+    );
+    s.once('error', reject);
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = deps.config.http.host === '0.0.0.0' ? '127.0.0.1' : deps.config.http.host;
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        if ('closeAllConnections' in server) server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,177 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startLocalRedis } from '@engram/queue/local-redis';
+import { JobProducer } from '@engram/queue/producer';
+import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { Redis } from 'ioredis';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { ConfigError, loadWorkersConfig } from './config.js';
+import { createLogger } from './logger.js';
+import { startWorkerService, type WorkerHandlers } from './service.js';
+
+const closer = new Closer();
+afterEach(() => closer.closeAll());
+
+function testConfig(extra: Record<string, string> = {}) {
+  return loadWorkersConfig({
+    REDIS_URL: inject('redisUrl'),
+    ENGRAM_HOME: mkdtempSync(join(tmpdir(), 'engram-workers-home-')),
+    ENGRAM_NAMESPACE: uniquePrefix('svc'),
+    ENGRAM_WORKERS_PORT: '0',
+    ENGRAM_QUEUES: 'recall',
+    LOG_LEVEL: 'silent',
+    ...extra,
+  });
+}
+
+const recallHandler =
+  (delayMs = 0, onStart?: () => void): ((deps: unknown) => WorkerHandlers) =>
+  () => ({
+    recall: async () => {
+      onStart?.();
+      await new Promise((r) => setTimeout(r, delayMs));
+      return { outcome: 'empty', attachments: [], latencyMs: delayMs };
+    },
+  });
+
+function recallPayload(n: number) {
+  return {
+    sessionId: `s${n}`,
+    projectDir: '-p',
+    transcriptDir: '-p',
+    query: 'what did we decide about testing',
+    alreadySurfaced: [],
+    alreadyRead: [],
+    recentTools: [],
+    requestedAt: new Date().toISOString(),
+  };
+}
+
+async function waitFor(check: () => Promise<boolean> | boolean, what: string) {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('worker configuration', () => {
+  it('names every invalid variable with the reason', () => {
+    const error = (() => {
+      try {
+        loadWorkersConfig({
+          ENGRAM_WORKERS_PORT: 'eighty',
+          ENGRAM_CONCURRENCY_EXTRACT: '-2',
+          ENGRAM_QUEUES: 'extract,dreams',
+        });
+      } catch (e) {
+        return e;
+      }
+    })() as Error;
+    expect(error).toBeInstanceOf(ConfigError);
+    expect(error.message).toContain('ENGRAM_WORKERS_PORT');
+    expect(error.message).toContain('ENGRAM_CONCURRENCY_EXTRACT');
+  });
+
+  it('rejects an unknown queue name and a half-configured basic auth', () => {
+    expect(() => loadWorkersConfig({ ENGRAM_QUEUES: 'extract,dreams' })).toThrow(/unknown queue\(s\) dreams/);
+    expect(() => loadWorkersConfig({ ENGRAM_DASHBOARD_USER: 'ops' })).toThrow(/must be set together/);
+    expect(() => loadWorkersConfig({ REDIS_URL: 'http://nope' })).toThrow(
+      /REDIS_URL must start with redis:\/\//,
+    );
+  });
+});
+
+describe('worker service', () => {
+  it('processes jobs and exposes health, readiness and Prometheus metrics', async () => {
+    const config = testConfig();
+    const service = await startWorkerService({
+      config,
+      logger: createLogger('silent'),
+      handlers: recallHandler(),
+    });
+    closer.defer(() => service.stop('test'));
+    const base = service.http!.url;
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    await waitFor(async () => (await fetch(`${base}/readyz`)).status === 200, 'ready');
+    const ready = (await (await fetch(`${base}/readyz`)).json()) as { details: Record<string, string> };
+    expect(ready.details).toMatchObject({ backend: 'ok', recall: 'fetching' });
+
+    const producer = closer.add(new JobProducer(service.engine));
+    await producer.enqueue('recall', recallPayload(1));
+    await waitFor(
+      async () => (await fetch(`${base}/metrics`).then((r) => r.text())).includes('outcome="completed"} 1'),
+      'metric',
+    );
+    const metrics = await fetch(`${base}/metrics`).then((r) => r.text());
+    expect(metrics).toContain('engram_jobs_total{queue="recall",outcome="completed"} 1');
+    expect(metrics).toContain('engram_job_duration_seconds_bucket');
+    expect(metrics).toMatch(/engram_queue_jobs\{queue="recall",state="waiting"\} 0/);
+  });
+
+  it('guards the dashboard with a token when one is configured', async () => {
+    const token = 'a-long-dashboard-token-123';
+    const service = await startWorkerService({
+      config: testConfig({ ENGRAM_DASHBOARD_TOKEN: token }),
+      logger: createLogger('silent'),
+      handlers: recallHandler(),
+    });
+    closer.defer(() => service.stop('test'));
+    const base = service.http!.url;
+    expect((await fetch(`${base}/dashboard`)).status).toBe(401);
+    const page = await fetch(`${base}/dashboard`, { headers: { authorization: `Bearer ${token}` } });
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('<html');
+    const api = await fetch(`${base}/dashboard/api/queues`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(api.status).toBe(200);
+    const body = (await api.json()) as { queues: Array<{ name: string; readOnlyMode: boolean }> };
+    expect(body.queues.map((q) => q.name)).toEqual(['memory-recall']);
+    expect(body.queues[0]?.readOnlyMode).toBe(true);
+  });
+
+  it('waits for an active job on shutdown before closing', async () => {
+    let started = false;
+    let finished = false;
+    const service = await startWorkerService({
+      config: testConfig(),
+      logger: createLogger('silent'),
+      handlers: () => ({
+        recall: async () => {
+          started = true;
+          await new Promise((r) => setTimeout(r, 400));
+          finished = true;
+          return { outcome: 'empty', attachments: [], latencyMs: 400 };
+        },
+      }),
+    });
+    const producer = new JobProducer(service.engine);
+    await producer.enqueue('recall', recallPayload(2));
+    await waitFor(() => started, 'job start');
+    await producer.close();
+    await service.stop('SIGTERM');
+    expect(finished).toBe(true);
+  });
+
+  it('refuses to start on a Redis whose eviction policy could drop jobs', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'engram-lru-'));
+    const redis = await startLocalRedis({ dir });
+    closer.defer(async () => {
+      await redis.stop();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const client = new Redis(redis.url);
+    await client.config('SET', 'maxmemory-policy', 'allkeys-lru');
+    client.disconnect();
+    const error = await startWorkerService({
+      config: { ...testConfig(), backend: { kind: 'redis', url: redis.url, implicit: false } },
+      logger: createLogger('silent'),
+      handlers: recallHandler(),
+    }).catch((e: unknown) => e);
+    expect((error as Error & { code: string }).code).toBe('QUEUE_BACKEND_UNSAFE');
+    expect((error as Error).message).toContain('noeviction');
+  });
+});

@@ -1,0 +1,176 @@
+import type { JobKind } from '@engram/queue/catalog';
+import { inspectBackend, UnsafeBackendError } from '@engram/queue/diagnostics';
+import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
+import { JobProducer } from '@engram/queue/producer';
+import { createJobWorker, type JobHandler } from '@engram/queue/worker';
+import type { WorkersConfig } from './config.js';
+import { type RunningHttpServer, startHttpServer } from './http/server.js';
+import type { Logger } from './logger.js';
+import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
+
+// The worker service: one BullMQ worker per job kind (so recall never waits behind a consolidation), plus the
+// HTTP side (health, metrics, dashboard) and a shutdown that lets active jobs finish up to a deadline.
+
+export type WorkerHandlers = { [K in JobKind]?: JobHandler<K> };
+
+export interface HandlerDeps {
+  config: WorkersConfig;
+  engine: QueueEngine;
+  metrics: WorkerMetrics;
+  logger: Logger;
+}
+
+export interface StartWorkerServiceOptions {
+  config: WorkersConfig;
+  logger: Logger;
+  handlers: (deps: HandlerDeps) => WorkerHandlers;
+  /** Serve /healthz, /readyz, /metrics, /dashboard. Default true. */
+  http?: boolean;
+}
+
+type AnyWorker = ReturnType<typeof createJobWorker>;
+
+export interface WorkerService {
+  engine: QueueEngine;
+  metrics: WorkerMetrics;
+  http: RunningHttpServer | undefined;
+  workers: Map<JobKind, AnyWorker>;
+  stop(reason?: string): Promise<void>;
+}
+
+export async function startWorkerService(options: StartWorkerServiceOptions): Promise<WorkerService> {
+  const { config, logger } = options;
+  if (config.backend.kind === 'redis') {
+    const report = await inspectBackend(config.backend);
+    if (report.problems.length) throw new UnsafeBackendError(report);
+    logger.info(
+      { backend: 'redis', url: report.url, version: report.version, appendOnly: report.appendOnly },
+      'queue backend ok',
+    );
+  }
+
+  const engine = createQueueEngine({
+    config: config.backend,
+    profile: 'worker',
+    namespace: config.namespace,
+  });
+  const metrics = createWorkerMetrics();
+  const handlers = options.handlers({ config, engine, metrics, logger });
+  const workers = new Map<JobKind, AnyWorker>();
+
+  for (const kind of config.queues) {
+    const handler = handlers[kind] as JobHandler<JobKind> | undefined;
+    if (!handler) {
+      logger.warn({ queue: kind }, 'no handler for this queue in this build; not consuming it');
+      continue;
+    }
+    const worker = createJobWorker(engine, kind, handler, {
+      config: {
+        ...(config.concurrency[kind] ? { concurrency: config.concurrency[kind] } : {}),
+        ...(config.lockDurationMs ? { lockDurationMs: config.lockDurationMs } : {}),
+        ...(config.stalledIntervalMs ? { stalledIntervalMs: config.stalledIntervalMs } : {}),
+      },
+      onCompleted: ({ job, durationMs }) => {
+        metrics.jobs.inc({ queue: kind, outcome: 'completed' });
+        metrics.jobDuration.observe({ queue: kind, outcome: 'completed' }, durationMs / 1000);
+        logger.info({ queue: kind, jobId: job.id, durationMs, ...jobContext(job.data) }, 'job completed');
+      },
+      onFailed: ({ job, durationMs, error, final }) => {
+        const outcome = final ? 'failed' : 'retried';
+        metrics.jobs.inc({ queue: kind, outcome });
+        metrics.jobDuration.observe({ queue: kind, outcome }, durationMs / 1000);
+        logger[final ? 'error' : 'warn'](
+          {
+            queue: kind,
+            jobId: job?.id,
+            attempt: job?.attemptsMade,
+            err: error.message,
+            ...jobContext(job?.data),
+          },
+          final ? 'job failed' : 'job attempt failed; will retry',
+        );
+      },
+      onError: ({ error }) => logger.error({ queue: kind, err: error.message }, 'worker error'),
+      onLockLost: ({ jobId }) => {
+        metrics.lockLost.inc({ queue: kind });
+        logger.warn({ queue: kind, jobId }, 'job lock lost; aborting this copy of the work');
+      },
+    });
+    workers.set(kind, worker);
+  }
+
+  const producer = new JobProducer(engine);
+  let http: RunningHttpServer | undefined;
+  if (options.http !== false) {
+    http = await startHttpServer({
+      config,
+      metrics,
+      dashboardQueues: config.queues.map((kind) => producer.queue(kind)),
+      checkReady: async () => {
+        const details: Record<string, unknown> = {};
+        let ok = true;
+        try {
+          await engine.state.ping();
+          details.backend = 'ok';
+        } catch (error) {
+          ok = false;
+          details.backend = (error as Error).message;
+        }
+        for (const [kind, worker] of workers) {
+          const running = worker.isRunning() && !worker.isPaused();
+          details[kind] = running ? 'fetching' : 'stopped';
+          ok &&= running;
+        }
+        if (workers.size === 0) ok = false;
+        return { ok, details };
+      },
+      sampleQueueDepths: async () => {
+        for (const kind of config.queues) {
+          const counts = await producer
+            .queue(kind)
+            .getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized');
+          for (const [state, n] of Object.entries(counts)) metrics.queueDepth.set({ queue: kind, state }, n);
+        }
+      },
+    });
+    logger.info(
+      { url: http.url, dashboard: config.dashboard.enabled ? `${http.url}/dashboard` : undefined },
+      'http listening',
+    );
+  }
+
+  let stopping: Promise<void> | undefined;
+  const stop = (reason = 'stop'): Promise<void> => {
+    stopping ??= (async () => {
+      logger.info({ reason, deadlineMs: config.shutdownTimeoutMs }, 'shutting down: waiting for active jobs');
+      let timer: NodeJS.Timeout | undefined;
+      const graceful = Promise.all([...workers.values()].map((w) => w.close())).then(
+        () => 'graceful' as const,
+      );
+      const deadline = new Promise<'deadline'>((resolve) => {
+        timer = setTimeout(() => resolve('deadline'), config.shutdownTimeoutMs);
+      });
+      const how = await Promise.race([graceful, deadline]);
+      clearTimeout(timer);
+      if (how === 'deadline') {
+        logger.warn(
+          'shutdown deadline reached; force-closing workers (their jobs will be retried after the stall)',
+        );
+        await Promise.allSettled([...workers.values()].map((w) => w.close(true)));
+      }
+      await http?.close();
+      await producer.close();
+      await engine.close();
+      logger.info({ how }, 'stopped');
+    })();
+    return stopping;
+  };
+
+  return { engine, metrics, http, workers, stop };
+}
+
+/** The identifiers every log line about a job carries (never payload text). */
+function jobContext(data: unknown): Record<string, unknown> {
+  const d = (data ?? {}) as Record<string, unknown>;
+  return { sessionId: d.sessionId, project: d.projectDir };
+}
