@@ -1,0 +1,217 @@
+import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { errors, jsonReply, reply, text, textReply, toolUse } from '@engram/testkit/replies';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { clientFor } from '../fixtures.test-helpers.js';
+import {
+  addUsage,
+  EMPTY_USAGE,
+  type ModelRequest,
+  parseStructuredOutput,
+  withCacheBreakpoints,
+} from './client.js';
+import {
+  ModelAbortedError,
+  ModelAuthError,
+  type ModelError,
+  ModelOverloadedError,
+  ModelRateLimitError,
+  PromptTooLongError,
+  RequestTooLargeError,
+} from './errors.js';
+
+let server: ModelServer;
+
+beforeAll(async () => {
+  server = await startModelServer();
+});
+afterEach(() => {
+  expect(server.unscripted).toEqual([]);
+  server.reset();
+});
+afterAll(() => server.close());
+
+const base: ModelRequest = {
+  model: 'claude-sonnet-5-5',
+  system: [{ type: 'text', text: 'You are a test agent.' }],
+  tools: [
+    {
+      name: 'Read',
+      description: 'Read a file',
+      input_schema: {
+        type: 'object',
+        properties: { file_path: { type: 'string' } },
+        required: ['file_path'],
+      },
+    },
+  ],
+  messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in a.txt?' }] }],
+  maxTokens: 1024,
+};
+
+describe('createModelClient', () => {
+  it('streams a reply into content blocks, a stop reason and usage', async () => {
+    server.script(reply(text('Let me look.'), toolUse('Read', { file_path: '/a.txt' }, 'toolu_1')));
+    const response = await clientFor(server).send(base);
+    expect(response.message.content).toEqual([
+      { type: 'text', text: 'Let me look.' },
+      { type: 'tool_use', id: 'toolu_1', name: 'Read', input: { file_path: '/a.txt' } },
+    ]);
+    expect(response.message.stopReason).toBe('tool_use');
+    const recorded = server.messageRequests()[0]!;
+    expect(recorded.stream).toBe(true);
+    expect(response.usage).toEqual({
+      inputTokens: recorded.response!.usage!.input_tokens,
+      outputTokens: recorded.response!.usage!.output_tokens,
+      cacheReadInputTokens: recorded.response!.usage!.cache_read_input_tokens,
+      cacheCreationInputTokens: recorded.response!.usage!.cache_creation_input_tokens,
+    });
+  });
+
+  it('marks the last system block and the last message block for caching, so a repeat reads the cache', async () => {
+    server.script(textReply('one'), textReply('two'));
+    const client = clientFor(server);
+    await client.send(base);
+    const second = await client.send({
+      ...base,
+      messages: [
+        ...base.messages,
+        { role: 'assistant', content: [{ type: 'text', text: 'one' }] },
+        { role: 'user', content: [{ type: 'text', text: 'again' }] },
+      ],
+    });
+    const [r1] = server.messageRequests();
+    const system = r1!.body.system as Array<Record<string, unknown>>;
+    expect(system[system.length - 1]!.cache_control).toEqual({ type: 'ephemeral' });
+    const lastMessage = r1!.body.messages[0]!.content as Array<Record<string, unknown>>;
+    expect(lastMessage[lastMessage.length - 1]!.cache_control).toEqual({ type: 'ephemeral' });
+    expect(r1!.body.tools?.[0]).not.toHaveProperty('cache_control');
+    expect(second.usage.cacheReadInputTokens).toBeGreaterThan(0);
+    // The caller's request objects are never mutated.
+    expect(base.system[0]).not.toHaveProperty('cache_control');
+    expect(base.messages[0]!.content).toEqual([{ type: 'text', text: 'What is in a.txt?' }]);
+  });
+
+  it('retries a 529 overloaded reply and then succeeds', async () => {
+    server.script(errors.overloaded(5), textReply('finally'));
+    const response = await clientFor(server, 2).send(base);
+    expect(response.message.content).toEqual([{ type: 'text', text: 'finally' }]);
+    expect(server.messageRequests().map((r) => r.response?.status)).toEqual([529, 200]);
+  });
+
+  it('surfaces an exhausted 529 as a retryable ModelOverloadedError', async () => {
+    server.script(errors.overloaded(5), errors.overloaded(5));
+    const error = await clientFor(server, 1)
+      .send(base)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelOverloadedError);
+    expect(error).toMatchObject({ code: 'overloaded', status: 529, retryable: true, retryAfterMs: 5 });
+  });
+
+  it('maps a 429 to a retryable ModelRateLimitError', async () => {
+    server.script(errors.rateLimited(5));
+    const error = await clientFor(server, 0)
+      .send(base)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelRateLimitError);
+    expect(error).toMatchObject({ code: 'rate_limited', status: 429, retryable: true });
+  });
+
+  it('turns "prompt is too long" into PromptTooLongError with both token counts', async () => {
+    server.script(errors.promptTooLong(213_462, 200_000));
+    const error = await clientFor(server)
+      .send(base)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PromptTooLongError);
+    expect(error).toMatchObject({ actualTokens: 213_462, maxTokens: 200_000, retryable: false, status: 400 });
+    expect(server.messageRequests()).toHaveLength(1);
+  });
+
+  it("reports the server's own context-window refusal the same way", async () => {
+    server.setContextWindow(10);
+    const error = await clientFor(server)
+      .send(base)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PromptTooLongError);
+    expect((error as PromptTooLongError).maxTokens).toBe(10);
+    expect((error as PromptTooLongError).actualTokens).toBeGreaterThan(10);
+  });
+
+  it('fails fast on 401 and 413 without retrying', async () => {
+    server.script(errors.authentication(), errors.requestTooLarge());
+    const client = clientFor(server, 2);
+    const auth = await client.send(base).catch((e: unknown) => e);
+    const tooLarge = await client.send(base).catch((e: unknown) => e);
+    expect(auth).toBeInstanceOf(ModelAuthError);
+    expect(auth).toMatchObject({ code: 'auth', status: 401, retryable: false });
+    expect(tooLarge).toBeInstanceOf(RequestTooLargeError);
+    expect(tooLarge).toMatchObject({ code: 'request_too_large', status: 413, retryable: false });
+    expect(server.messageRequests()).toHaveLength(2);
+  });
+
+  it('maps an overloaded error delivered mid-stream to a retryable error', async () => {
+    server.script({ ...errors.overloaded(5), midStream: true });
+    const error = await clientFor(server, 0)
+      .send(base)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelOverloadedError);
+    expect((error as ModelError).retryable).toBe(true);
+  });
+
+  it('turns an abort into ModelAbortedError', async () => {
+    server.script({ ...textReply('slow'), latencyMs: 2_000 });
+    const controller = new AbortController();
+    const pending = clientFor(server).send(base, { signal: controller.signal });
+    setTimeout(() => controller.abort(), 50);
+    const error = await pending.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelAbortedError);
+    expect((error as ModelError).retryable).toBe(false);
+  });
+
+  it('runs a structured-output side query and validates the reply', async () => {
+    server.script(jsonReply({ selected: ['a.md', 'b.md'] }));
+    const schema = z.object({ selected: z.array(z.string()) });
+    const response = await clientFor(server).sendSideQuery({
+      ...base,
+      tools: [],
+      outputFormat: { type: 'json_schema', schema: z.toJSONSchema(schema) as Record<string, unknown> },
+    });
+    expect(parseStructuredOutput(response, schema)).toEqual({ selected: ['a.md', 'b.md'] });
+    const recorded = server.messageRequests()[0]!;
+    expect(recorded.stream).toBe(false);
+    expect(recorded.body.output_config?.format?.type).toBe('json_schema');
+    expect(recorded.body).not.toHaveProperty('tools');
+  });
+
+  it('rejects a structured reply that does not match the schema with a typed error', () => {
+    const response = {
+      message: {
+        id: 'm',
+        content: [{ type: 'text' as const, text: '{"selected": 3}' }],
+        stopReason: 'end_turn',
+      },
+      usage: EMPTY_USAGE,
+    };
+    expect(() => parseStructuredOutput(response, z.object({ selected: z.array(z.string()) }))).toThrow(
+      expect.objectContaining({ code: 'invalid_structured_output' }),
+    );
+  });
+});
+
+describe('usage and cache markers', () => {
+  it('adds usage field by field', () => {
+    expect(
+      addUsage(
+        { inputTokens: 1, outputTokens: 2, cacheReadInputTokens: 3, cacheCreationInputTokens: 4 },
+        { inputTokens: 10, outputTokens: 20, cacheReadInputTokens: 30, cacheCreationInputTokens: 40 },
+      ),
+    ).toEqual({ inputTokens: 11, outputTokens: 22, cacheReadInputTokens: 33, cacheCreationInputTokens: 44 });
+  });
+
+  it('places the message breakpoint on a string-content last message too', () => {
+    const { messages } = withCacheBreakpoints([], [{ role: 'user', content: 'hi' }]);
+    expect(messages[0]!.content).toEqual([
+      { type: 'text', text: 'hi', cache_control: { type: 'ephemeral' } },
+    ]);
+  });
+});
