@@ -1,0 +1,183 @@
+import { constants, promises as fs } from 'node:fs';
+import { dirname } from 'node:path';
+import { findLeaf } from './chain.js';
+import {
+  chainEntrySchema,
+  isChainEntry,
+  isValidEntryShape,
+  type TranscriptEntry,
+  transcriptEntrySchema,
+} from './entry.js';
+
+// One session transcript: an append-only JSONL file. Each batch is one write(2) on an O_APPEND descriptor,
+// so concurrent writers (foreground, a worker adding `memory_saved`) interleave whole batches, never bytes
+// of one line. Reading tolerates what a crash leaves behind: a torn last line and stray invalid lines are
+// reported and skipped instead of making the whole session unreadable.
+
+export class TranscriptError extends Error {
+  override name = 'TranscriptError';
+  constructor(
+    readonly code: 'invalid_entry' | 'io',
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export interface InvalidLine {
+  /** 1-based line number in the file. */
+  line: number;
+  reason: string;
+}
+
+export interface ReadResult {
+  entries: TranscriptEntry[];
+  invalid: InvalidLine[];
+  /** The file did not end with a newline and its last line did not parse (a write cut short). */
+  tornTail: boolean;
+}
+
+export interface TranscriptStoreOptions {
+  /** Mode of a newly created transcript. Default 0o600: transcripts hold conversation contents. */
+  fileMode?: number;
+  dirMode?: number;
+}
+
+const NEWLINE = 0x0a;
+
+/** Parses one JSONL line into an entry, or returns the reason it is not one. */
+export function parseEntryLine(line: string): TranscriptEntry | string {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch (e) {
+    return `not JSON (${(e as Error).message})`;
+  }
+  if (isValidEntryShape(value)) return value;
+  const parsed = transcriptEntrySchema.safeParse(value);
+  if (!parsed.success) {
+    return parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+  }
+  return parsed.data as TranscriptEntry;
+}
+
+/** Splits file contents into entries; pure, so tests and the benchmark can feed it strings. */
+export function parseTranscript(text: string): ReadResult {
+  const entries: TranscriptEntry[] = [];
+  const invalid: InvalidLine[] = [];
+  let tornTail = false;
+  let start = 0;
+  let lineNo = 0;
+  const length = text.length;
+  while (start < length) {
+    let end = text.indexOf('\n', start);
+    const terminated = end !== -1;
+    if (!terminated) end = length;
+    lineNo++;
+    const line = text.slice(start, end);
+    start = end + 1;
+    if (line.length === 0 || (line.charCodeAt(0) <= 32 && line.trim().length === 0)) continue;
+    const result = parseEntryLine(line);
+    if (typeof result === 'string') {
+      if (!terminated) tornTail = true;
+      invalid.push({ line: lineNo, reason: terminated ? result : `torn last line: ${result}` });
+    } else {
+      entries.push(result);
+    }
+  }
+  return { entries, invalid, tornTail };
+}
+
+export class TranscriptStore {
+  private known: Set<string> | undefined;
+  private tail: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly path: string,
+    private readonly options: TranscriptStoreOptions = {},
+  ) {}
+
+  async readAll(): Promise<ReadResult> {
+    let text: string;
+    try {
+      text = await fs.readFile(this.path, 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT')
+        return { entries: [], invalid: [], tornTail: false };
+      throw new TranscriptError('io', `Cannot read transcript ${this.path}: ${(e as Error).message}`, {
+        cause: e,
+      });
+    }
+    return parseTranscript(text);
+  }
+
+  /**
+   * Appends entries in one write. Chain entries whose uuid this store has already seen (in the file or in
+   * an earlier append) are skipped; metadata entries are always appended. Returns the entries written.
+   */
+  append(entries: readonly TranscriptEntry[]): Promise<TranscriptEntry[]> {
+    const run = this.tail.then(() => this.appendNow(entries));
+    this.tail = run.catch(() => {});
+    return run;
+  }
+
+  /** The newest leaf: the last chain entry in file order that no other entry names as its parent. */
+  async leaf(): Promise<TranscriptEntry | undefined> {
+    const { entries } = await this.readAll();
+    return findLeaf(entries);
+  }
+
+  private async appendNow(entries: readonly TranscriptEntry[]): Promise<TranscriptEntry[]> {
+    for (const entry of entries) {
+      if (!isChainEntry(entry)) continue;
+      const checked = chainEntrySchema.safeParse(entry);
+      if (!checked.success) {
+        throw new TranscriptError(
+          'invalid_entry',
+          `Refusing to append an invalid transcript entry (${checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}); build entries with the create*Entry helpers.`,
+        );
+      }
+    }
+    const known = await this.knownUuids();
+    const fresh: TranscriptEntry[] = [];
+    for (const entry of entries) {
+      if (isChainEntry(entry)) {
+        if (known.has(entry.uuid)) continue;
+        known.add(entry.uuid);
+      }
+      fresh.push(entry);
+    }
+    if (fresh.length === 0) return fresh;
+    await fs.mkdir(dirname(this.path), { recursive: true, mode: this.options.dirMode ?? 0o700 });
+    const handle = await fs.open(
+      this.path,
+      constants.O_RDWR | constants.O_APPEND | constants.O_CREAT,
+      this.options.fileMode ?? 0o600,
+    );
+    try {
+      // A torn last line from a crashed writer must stay on its own line, not swallow our first entry.
+      const { size } = await handle.stat();
+      let prefix = '';
+      if (size > 0) {
+        const last = Buffer.alloc(1);
+        await handle.read(last, 0, 1, size - 1);
+        if (last[0] !== NEWLINE) prefix = '\n';
+      }
+      const data = `${prefix}${fresh.map((e) => JSON.stringify(e)).join('\n')}\n`;
+      await handle.write(data);
+    } finally {
+      await handle.close();
+    }
+    return fresh;
+  }
+
+  private async knownUuids(): Promise<Set<string>> {
+    if (!this.known) {
+      const { entries } = await this.readAll();
+      this.known = new Set();
+      for (const e of entries) if (isChainEntry(e)) this.known.add(e.uuid);
+    }
+    return this.known;
+  }
+}
