@@ -3,10 +3,16 @@ import { defineConfig } from 'vitest/config';
 
 // Tests resolve workspace packages to their TypeScript sources (the `source` export condition), so a
 // package's tests never run against a stale dist/ of another package.
-export function engramVitestConfig(options: { redis?: boolean; testTimeout?: number } = {}) {
-  const globalSetup = options.redis
-    ? [fileURLToPath(new URL('./packages/testkit/src/redis-global-setup.ts', import.meta.url))]
-    : [];
+// `redis`/`postgres` start a real server once per run (packages/testkit/src/redis-global-setup.ts) for
+// `inject('redisUrl')` / `inject('postgresUrl')`.
+export function engramVitestConfig(
+  options: { redis?: boolean; postgres?: boolean; testTimeout?: number } = {},
+) {
+  const services = { redis: !!options.redis, postgres: !!options.postgres };
+  const globalSetup =
+    services.redis || services.postgres
+      ? [fileURLToPath(new URL('./packages/testkit/src/redis-global-setup.ts', import.meta.url))]
+      : [];
   return defineConfig({
     resolve: { conditions: ['source'] },
     ssr: { resolve: { conditions: ['source'] } },
@@ -20,6 +26,7 @@ export function engramVitestConfig(options: { redis?: boolean; testTimeout?: num
       include: ['src/**/*.test.ts'],
       environment: 'node',
       globalSetup,
+      provide: { engramServices: services },
       testTimeout: options.testTimeout ?? 20_000,
       hookTimeout: 30_000,
       pool: 'forks',

@@ -1,14 +1,24 @@
 import {
   type ConnectionOptions,
+  createPostgresBackend,
   type Processor,
   Queue,
   QueueEvents,
   type QueueOptions,
   Worker,
   type WorkerOptions,
+  withBackend,
 } from 'bullmq';
 import type { RedisOptions } from 'ioredis';
-import type { QueueBackendConfig } from './backend-config.js';
+import { type QueueBackendConfig, redactUrl } from './backend-config.js';
+import {
+  bullmqPostgresConnection,
+  migratePostgres,
+  type PreparedPostgres,
+  postgresPoolConfig,
+  postgresSchemaFor,
+} from './postgres-backend.js';
+import { PostgresStateStore } from './state/postgres-state-store.js';
 import { RedisStateStore } from './state/redis-state-store.js';
 import type { StateStore } from './state/state-store.js';
 
@@ -24,7 +34,10 @@ export interface QueueEngineOptions {
    * worker: reconnect forever and never give up on a command (BullMQ requires maxRetriesPerRequest: null).
    */
   profile: ConnectionProfile;
-  /** Key namespace (Redis key prefix). Tests use a fresh one each; production uses the default. */
+  /**
+   * Namespace of every queue and state key. Redis: the key prefix. PostgreSQL: the schema, as
+   * postgresSchemaFor(namespace) (`engram` → schema `engram`). Tests use a fresh one each.
+   */
   namespace?: string;
 }
 
@@ -34,6 +47,8 @@ export interface QueueEngine {
   readonly config: QueueBackendConfig;
   readonly profile: ConnectionProfile;
   readonly namespace: string;
+  /** PostgreSQL only: the schema holding this namespace's queues and state. */
+  readonly schema?: string;
   readonly state: StateStore;
   createQueue<D = unknown, R = unknown>(
     name: string,
@@ -54,6 +69,45 @@ export class UnsupportedBackendError extends Error {
     super(message);
     this.name = 'UnsupportedBackendError';
   }
+}
+
+export class QueueBackendPrepareError extends Error {
+  readonly code = 'QUEUE_BACKEND_PREPARE_FAILED';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'QueueBackendPrepareError';
+  }
+}
+
+export type PreparedBackend = { kind: 'redis' } | ({ kind: 'postgres' } & PreparedPostgres);
+
+/**
+ * Makes the backend ready for engines of `namespace`. PostgreSQL: runs BullMQ's migrations and the state
+ * tables' migrations in the namespace's schema, once, under advisory locks (safe when many processes start
+ * together). Redis: nothing to do. Call it once at process start, before createQueueEngine; engines never
+ * migrate implicitly.
+ */
+export async function prepareBackend(
+  config: QueueBackendConfig,
+  namespace: string = DEFAULT_NAMESPACE,
+): Promise<PreparedBackend> {
+  if (config.kind === 'redis') return { kind: 'redis' };
+  try {
+    return { kind: 'postgres', ...(await migratePostgres(config.url, postgresSchemaFor(namespace))) };
+  } catch (error) {
+    throw new QueueBackendPrepareError(
+      `Could not prepare the PostgreSQL queue schema "${postgresSchemaFor(namespace)}" at ` +
+        `${redactUrl(config.url)}: ${(error as Error).message}. Check that the server is running and ` +
+        'ENGRAM_QUEUE_URL is right (the user needs CREATE on the database).',
+      { cause: error },
+    );
+  }
+}
+
+/** prepareBackend, then createQueueEngine: what a process does at start. */
+export async function openQueueEngine(options: QueueEngineOptions): Promise<QueueEngine> {
+  await prepareBackend(options.config, options.namespace ?? DEFAULT_NAMESPACE);
+  return createQueueEngine(options);
 }
 
 export function redisConnectionOptions(profile: ConnectionProfile): RedisOptions {
@@ -102,7 +156,48 @@ export function createQueueEngine(options: QueueEngineOptions): QueueEngine {
       close: () => state.close(),
     };
   }
+  if (options.config.kind === 'postgres') return createPostgresEngine(options, namespace);
   throw new UnsupportedBackendError(
-    'The PostgreSQL queue backend (ENGRAM_QUEUE_URL=postgres://…) is not available in this build; set REDIS_URL.',
+    `Unknown queue backend ${JSON.stringify((options.config as { kind: unknown }).kind)}; set REDIS_URL or ENGRAM_QUEUE_URL.`,
   );
+}
+
+/**
+ * BullMQ on PostgreSQL: the same Queue/Worker/QueueEvents classes bound to BullMQ's PostgreSQL backend. The
+ * schema must have been migrated by prepareBackend; these classes only check it is compatible.
+ * The returned objects are typed as the Redis-bound classes so callers stay backend-agnostic; nothing in
+ * Engram touches their backend-specific members (`client`), which on this backend are not ioredis clients.
+ */
+function createPostgresEngine(options: QueueEngineOptions, namespace: string): QueueEngine {
+  const { url } = options.config;
+  const schema = postgresSchemaFor(namespace);
+  const pg = withBackend(createPostgresBackend);
+  const state = new PostgresStateStore(postgresPoolConfig(url, options.profile), schema);
+  return {
+    config: options.config,
+    profile: options.profile,
+    namespace,
+    schema,
+    state,
+    createQueue: <D, R>(name: string, queueOptions?: Omit<QueueOptions, 'connection' | 'prefix'>) =>
+      new pg.Queue<D, R>(name, {
+        ...queueOptions,
+        connection: bullmqPostgresConnection(url, options.profile, schema),
+      }) as unknown as Queue<D, R>,
+    createWorker: <D, R>(
+      name: string,
+      processor: Processor<D, R>,
+      workerOptions?: Omit<WorkerOptions, 'connection' | 'prefix'>,
+    ) =>
+      // Workers always use the worker profile, as on Redis.
+      new pg.Worker<D, R>(name, processor as never, {
+        ...workerOptions,
+        connection: bullmqPostgresConnection(url, 'worker', schema),
+      }) as unknown as Worker<D, R>,
+    createQueueEvents: (name) =>
+      new pg.QueueEvents(name, {
+        connection: bullmqPostgresConnection(url, 'worker', schema),
+      }) as unknown as QueueEvents,
+    close: () => state.close(),
+  };
 }

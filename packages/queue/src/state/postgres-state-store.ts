@@ -1,0 +1,332 @@
+import { quoteSchemaName } from 'bullmq';
+import pg from 'pg';
+import { StateStoreUnavailableError } from './redis-state-store.js';
+import type { Lease, StateStore, Versioned } from './state-store.js';
+
+// StateStore on PostgreSQL, in the same schema as the namespace's BullMQ tables. Same contract as
+// RedisStateStore: every compound operation is one statement (INSERT … ON CONFLICT … WHERE) or one
+// transaction, and every TTL is judged by the database clock (`now()`), never by a client's clock.
+//
+// Tables (created by migrateStateStore, run explicitly at engine start, never per connection):
+//   engram_state  key → JSON text, optional seq (versioned values) and expires_at (TTL); expired rows read
+//                 as absent and are swept now and then
+//   engram_lease  key → holder, fencing token, expires_at
+//   engram_fence  key → last fencing token handed out; never deleted, so tokens increase per key forever
+
+interface StateMigration {
+  version: number;
+  name: string;
+  sql: (schema: string) => string;
+}
+
+const MIGRATIONS: StateMigration[] = [
+  {
+    version: 1,
+    name: 'state-lease-fence',
+    sql: (s) => `
+      CREATE TABLE ${s}.engram_state (
+        key        text PRIMARY KEY,
+        value      text NOT NULL,
+        seq        bigint,
+        expires_at timestamptz
+      );
+      CREATE INDEX engram_state_expiring ON ${s}.engram_state (expires_at) WHERE expires_at IS NOT NULL;
+      CREATE TABLE ${s}.engram_lease (
+        key        text PRIMARY KEY,
+        holder     text NOT NULL,
+        token      bigint NOT NULL,
+        expires_at timestamptz NOT NULL
+      );
+      CREATE TABLE ${s}.engram_fence (
+        key   text PRIMARY KEY,
+        token bigint NOT NULL
+      );`,
+  },
+];
+
+export const STATE_SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;
+
+/** Serialises concurrent migrators of the same schema (the number spells "ENGR"). */
+const STATE_MIGRATION_LOCK_KEY = 0x454e4752;
+
+/**
+ * Brings the state tables in `schema` up to STATE_SCHEMA_VERSION, in one transaction under an advisory lock
+ * (so many processes starting at once migrate exactly once). `client` must be one session, not a pool.
+ * Returns the version the schema is at.
+ */
+export async function migrateStateStore(client: pg.ClientBase, schema: string): Promise<number> {
+  const s = quoteSchemaName(schema);
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [STATE_MIGRATION_LOCK_KEY, schema]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${s}.engram_migration (
+         version    integer PRIMARY KEY,
+         name       text NOT NULL,
+         applied_at timestamptz NOT NULL DEFAULT now()
+       )`,
+    );
+    const { rows } = await client.query<{ version: number }>(
+      `SELECT COALESCE(MAX(version), 0)::int AS version FROM ${s}.engram_migration`,
+    );
+    const current = rows[0]?.version ?? 0;
+    for (const migration of MIGRATIONS) {
+      if (migration.version <= current) continue;
+      await client.query(migration.sql(s));
+      await client.query(`INSERT INTO ${s}.engram_migration (version, name) VALUES ($1, $2)`, [
+        migration.version,
+        migration.name,
+      ]);
+    }
+    // Expired rows are invisible to every read; dropping them at start keeps the table small.
+    if (current > 0) await client.query(`DELETE FROM ${s}.engram_state WHERE expires_at <= now()`);
+    await client.query('COMMIT');
+    return Math.max(current, STATE_SCHEMA_VERSION);
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  }
+}
+
+/** The state tables' version in `schema`: 0 when never migrated. */
+export async function stateStoreVersion(client: pg.ClientBase, schema: string): Promise<number> {
+  const s = quoteSchemaName(schema);
+  const { rows } = await client.query<{ exists: boolean }>('SELECT to_regclass($1) IS NOT NULL AS exists', [
+    `${s}.engram_migration`,
+  ]);
+  if (!rows[0]?.exists) return 0;
+  const res = await client.query<{ version: number }>(
+    `SELECT COALESCE(MAX(version), 0)::int AS version FROM ${s}.engram_migration`,
+  );
+  return res.rows[0]?.version ?? 0;
+}
+
+const LIVE = '(expires_at IS NULL OR expires_at > now())';
+/** Milliseconds from `$n` as an interval; a TTL of 0 means none. */
+const expiry = (n: number) =>
+  `CASE WHEN $${n}::bigint > 0 THEN now() + $${n}::bigint * interval '1 millisecond' END`;
+const EXPIRES_MS = 'floor(extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms';
+
+/** SQLSTATE classes that mean the connection or server is gone rather than that the statement was wrong. */
+function isConnectionError(error: unknown): boolean {
+  const code = (error as { code?: string } | null)?.code ?? '';
+  return (
+    code.startsWith('08') ||
+    code.startsWith('57P') ||
+    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND'].includes(code) ||
+    /Connection terminated|timeout/i.test((error as Error | null)?.message ?? '')
+  );
+}
+
+export class PostgresStateStore implements StateStore {
+  readonly engine = 'postgres' as const;
+  private readonly pool: pg.Pool;
+  private readonly kv: string;
+  private readonly leases: string;
+  private readonly fences: string;
+  /** Set after a successful round trip; cleared when the pool reports a lost connection. */
+  private healthy = false;
+  private writes = 0;
+
+  /**
+   * `pool` carries the connection profile (timeouts, pool size); `schema` is the namespace's schema, which
+   * prepareBackend/migrateStateStore must have migrated.
+   */
+  constructor(
+    pool: pg.PoolConfig,
+    private readonly schema: string,
+  ) {
+    const s = quoteSchemaName(schema);
+    this.kv = `${s}.engram_state`;
+    this.leases = `${s}.engram_lease`;
+    this.fences = `${s}.engram_fence`;
+    this.pool = new pg.Pool(pool);
+    // An idle client dropping (server restart) is reported here; callers see it as a failed command.
+    this.pool.on('error', () => {
+      this.healthy = false;
+    });
+  }
+
+  private async query<R extends pg.QueryResultRow>(
+    text: string,
+    params: unknown[],
+  ): Promise<pg.QueryResult<R>> {
+    try {
+      const result = await this.pool.query<R>(text, params);
+      this.healthy = true;
+      return result;
+    } catch (error) {
+      if (isConnectionError(error)) this.healthy = false;
+      throw error;
+    }
+  }
+
+  /** Expired rows are already invisible; deleting them now and then keeps the table from growing. */
+  private maybeSweep(): void {
+    if (++this.writes % 256 !== 0) return;
+    this.pool.query(`DELETE FROM ${this.kv} WHERE expires_at <= now()`).catch(() => {});
+  }
+
+  async getJson<T>(key: string): Promise<T | undefined> {
+    const { rows } = await this.query<{ value: string }>(
+      `SELECT value FROM ${this.kv} WHERE key = $1 AND ${LIVE}`,
+      [key],
+    );
+    return rows[0] ? (JSON.parse(rows[0].value) as T) : undefined;
+  }
+
+  async setJson(key: string, value: unknown, ttlMs = 0): Promise<void> {
+    // Like Redis SET: replaces the value and its TTL (none when ttlMs is 0) and drops any version.
+    await this.query(
+      `INSERT INTO ${this.kv} (key, value, seq, expires_at) VALUES ($1, $2, NULL, ${expiry(3)})
+       ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, seq = NULL, expires_at = EXCLUDED.expires_at`,
+      [key, JSON.stringify(value), ttlMs],
+    );
+    this.maybeSweep();
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.query(`DELETE FROM ${this.kv} WHERE key = $1`, [key]);
+  }
+
+  async setIfNewer(key: string, seq: number, value: unknown, ttlMs = 0): Promise<boolean> {
+    // The row lock taken by ON CONFLICT makes compare-and-set atomic. As in Redis, a ttlMs of 0 keeps the
+    // live row's existing TTL; an expired row counts as absent.
+    const { rowCount } = await this.query(
+      `INSERT INTO ${this.kv} AS cur (key, value, seq, expires_at) VALUES ($1, $2, $3, ${expiry(4)})
+       ON CONFLICT (key) DO UPDATE SET
+         value = EXCLUDED.value,
+         seq = EXCLUDED.seq,
+         expires_at = CASE
+           WHEN $4::bigint > 0 THEN EXCLUDED.expires_at
+           WHEN cur.expires_at <= now() THEN NULL
+           ELSE cur.expires_at
+         END
+       WHERE cur.seq IS NULL OR cur.seq < EXCLUDED.seq OR cur.expires_at <= now()
+       RETURNING 1`,
+      [key, JSON.stringify(value), seq, ttlMs],
+    );
+    this.maybeSweep();
+    return rowCount === 1;
+  }
+
+  async getVersioned<T>(key: string): Promise<Versioned<T> | undefined> {
+    const { rows } = await this.query<{ seq: string; value: string }>(
+      `SELECT seq, value FROM ${this.kv} WHERE key = $1 AND seq IS NOT NULL AND ${LIVE}`,
+      [key],
+    );
+    const row = rows[0];
+    return row ? { seq: Number(row.seq), value: JSON.parse(row.value) as T } : undefined;
+  }
+
+  async setIfAbsent(key: string, value: unknown, ttlMs: number): Promise<boolean> {
+    const { rowCount } = await this.query(
+      `INSERT INTO ${this.kv} AS cur (key, value, seq, expires_at) VALUES ($1, $2, NULL, ${expiry(3)})
+       ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, seq = NULL, expires_at = EXCLUDED.expires_at
+       WHERE cur.expires_at <= now()
+       RETURNING 1`,
+      [key, JSON.stringify(value), ttlMs],
+    );
+    this.maybeSweep();
+    return rowCount === 1;
+  }
+
+  async acquireLease(key: string, holder: string, ttlMs: number): Promise<Lease | undefined> {
+    const client = await this.pool.connect();
+    let broken: unknown;
+    try {
+      await client.query('BEGIN');
+      // Claim the lease row first: a concurrent acquirer blocks on its row lock, then sees it live and gets
+      // nothing. Only a successful claim draws a fencing token, so tokens have no gaps (as in Redis).
+      const claimed = await client.query(
+        `INSERT INTO ${this.leases} AS cur (key, holder, token, expires_at)
+         VALUES ($1, $2, 0, now() + $3::bigint * interval '1 millisecond')
+         ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+         WHERE cur.expires_at <= now()
+         RETURNING key`,
+        [key, holder, ttlMs],
+      );
+      if (claimed.rowCount !== 1) {
+        await client.query('ROLLBACK');
+        return undefined;
+      }
+      const fenced = await client.query<{ token: string }>(
+        `INSERT INTO ${this.fences} AS cur (key, token) VALUES ($1, 1)
+         ON CONFLICT (key) DO UPDATE SET token = cur.token + 1
+         RETURNING token`,
+        [key],
+      );
+      const token = fenced.rows[0]!.token;
+      const { rows } = await client.query<{ expires_ms: string }>(
+        `UPDATE ${this.leases} SET token = $2 WHERE key = $1 RETURNING ${EXPIRES_MS}`,
+        [key, token],
+      );
+      await client.query('COMMIT');
+      this.healthy = true;
+      return { holder, token: Number(token), expiresAtMs: Number(rows[0]!.expires_ms) };
+    } catch (error) {
+      broken = error;
+      if (isConnectionError(error)) this.healthy = false;
+      await client.query('ROLLBACK').catch(() => {});
+      throw error;
+    } finally {
+      // A client whose session failed mid-transaction is discarded rather than reused.
+      client.release(broken instanceof Error && isConnectionError(broken) ? broken : undefined);
+    }
+  }
+
+  async renewLease(key: string, holder: string, token: number, ttlMs: number): Promise<boolean> {
+    const { rowCount } = await this.query(
+      `UPDATE ${this.leases} SET expires_at = now() + $4::bigint * interval '1 millisecond'
+       WHERE key = $1 AND holder = $2 AND token = $3 AND expires_at > now()`,
+      [key, holder, token, ttlMs],
+    );
+    return rowCount === 1;
+  }
+
+  async releaseLease(key: string, holder: string, token: number): Promise<boolean> {
+    const { rowCount } = await this.query(
+      `DELETE FROM ${this.leases} WHERE key = $1 AND holder = $2 AND token = $3 AND expires_at > now()`,
+      [key, holder, token],
+    );
+    return rowCount === 1;
+  }
+
+  async getLease(key: string): Promise<Lease | undefined> {
+    const { rows } = await this.query<{ holder: string; token: string; expires_ms: string }>(
+      `SELECT holder, token, ${EXPIRES_MS} FROM ${this.leases} WHERE key = $1 AND expires_at > now()`,
+      [key],
+    );
+    const row = rows[0];
+    return row
+      ? { holder: row.holder, token: Number(row.token), expiresAtMs: Number(row.expires_ms) }
+      : undefined;
+  }
+
+  async ready(): Promise<void> {
+    if (this.healthy) return;
+    // First use, or the last command found the server gone: one round trip, bounded by the profile's
+    // connection timeout, that also proves the schema was migrated.
+    try {
+      await this.query(`SELECT 1 FROM ${this.kv} LIMIT 0`, []);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === '42P01' || code === '3F000') {
+        throw new StateStoreUnavailableError(
+          `schema "${this.schema}" has no Engram state tables; run the queue migrations at start ` +
+            '(openQueueEngine or prepareBackend) before using it',
+        );
+      }
+      throw new StateStoreUnavailableError((error as Error).message);
+    }
+  }
+
+  async ping(): Promise<void> {
+    await this.query('SELECT 1', []);
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
