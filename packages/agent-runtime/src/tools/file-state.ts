@@ -1,0 +1,53 @@
+import { createHash } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import { type ReadFileState, ToolError } from './tool.js';
+
+// The "read before you write" rule Write and Edit share, as in Claude Code: an existing file can only be
+// changed after the model has read it in this context, and only if nobody changed it since.
+
+export function resolveToolPath(cwd: string, filePath: string): string {
+  return isAbsolute(filePath) ? resolve(filePath) : resolve(cwd, filePath);
+}
+
+export function hashContent(content: string | Buffer): string {
+  return createHash('sha256').update(content).digest('hex');
+}
+
+export const NOT_READ_MESSAGE = 'File has not been read yet. Read it first before writing to it.';
+export const MODIFIED_SINCE_READ_MESSAGE =
+  'File has been modified since read, either by the user or by a linter. Read it again before attempting to write it.';
+
+/** Throws unless `path` (which exists, with `currentContent`) was read and is unchanged since. */
+export async function assertReadAndUnchanged(
+  state: ReadFileState,
+  path: string,
+  currentContent: string,
+): Promise<void> {
+  const record = state.get(path);
+  if (!record || record.isPartialView) throw new ToolError('not_read', NOT_READ_MESSAGE);
+  const { mtimeMs } = await fs.stat(path);
+  if (mtimeMs > record.mtimeMs) {
+    // mtime can move without a content change (touch, checkout); a full read's hash settles it.
+    if (record.contentHash !== undefined && record.contentHash === hashContent(currentContent)) return;
+    throw new ToolError('modified_since_read', MODIFIED_SINCE_READ_MESSAGE);
+  }
+}
+
+/** After a tool wrote `path`, the model knows its contents: record that as a full read. */
+export async function recordWrite(state: ReadFileState, path: string, content: string): Promise<number> {
+  const { mtimeMs } = await fs.stat(path);
+  state.set(path, { mtimeMs, contentHash: hashContent(content) });
+  return mtimeMs;
+}
+
+export async function readTextIfExists(path: string): Promise<string | undefined> {
+  try {
+    return await fs.readFile(path, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    if (code === 'EISDIR') throw new ToolError('is_directory', `${path} is a directory, not a file.`);
+    throw e;
+  }
+}
