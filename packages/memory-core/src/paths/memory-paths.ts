@@ -1,0 +1,188 @@
+import { isAbsolute, join, normalize, sep } from 'node:path';
+import { findProjectRoot } from './git-root.js';
+import { sanitizePath } from './sanitize.js';
+
+// Where everything lives under ENGRAM_HOME (DESIGN §3). Memory is keyed by the project root (canonical git
+// root), transcripts and session memory by the launch directory, exactly as Claude Code lays them out.
+
+export const PROJECTS_DIRNAME = 'projects';
+export const MEMORY_DIRNAME = 'memory';
+export const ENTRYPOINT_NAME = 'MEMORY.md';
+export const TEAM_DIRNAME = 'team';
+export const TOOL_RESULTS_DIRNAME = 'tool-results';
+export const SESSION_MEMORY_DIRNAME = 'session-memory';
+export const SESSION_MEMORY_FILENAME = 'summary.md';
+
+export type MemoryPathErrorCode =
+  | 'EMPTY'
+  | 'RELATIVE'
+  | 'TILDE'
+  | 'TOO_SHORT'
+  | 'DRIVE_ROOT'
+  | 'UNC'
+  | 'NUL_BYTE'
+  | 'INVALID_SESSION_ID'
+  | 'INVALID_MEMORY_FILE'
+  | 'OUTSIDE_MEMORY_DIR';
+
+export class MemoryPathError extends Error {
+  override readonly name = 'MemoryPathError';
+  constructor(
+    readonly code: MemoryPathErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Validates an `ENGRAM_MEMORY_DIR` value. Unset or empty → `undefined` (no override). Otherwise returns the
+ * normalized absolute path (NFC, no trailing separator) or throws a MemoryPathError: anything that could make
+ * a large or foreign part of the filesystem count as "memory" — and so become writable by memory agents — is
+ * refused. `~` is never expanded here: a value starting with `~` is reported, not guessed at.
+ */
+export function validateMemoryDirOverride(value: string | undefined): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  const label = 'ENGRAM_MEMORY_DIR';
+  if (value.includes('\0')) {
+    throw new MemoryPathError('NUL_BYTE', `${label} contains a NUL byte; set it to a plain absolute path.`);
+  }
+  if (value.startsWith('\\\\') || value.startsWith('//')) {
+    throw new MemoryPathError(
+      'UNC',
+      `${label} is a UNC/network path (starts with \\\\ or //); use a local absolute directory.`,
+    );
+  }
+  if (/^[A-Za-z]:[\\/]*$/.test(value)) {
+    throw new MemoryPathError('DRIVE_ROOT', `${label} is a drive root (${value}); use a directory below it.`);
+  }
+  if (value.startsWith('~')) {
+    throw new MemoryPathError(
+      'TILDE',
+      `${label} starts with "~", which is not expanded; write the absolute path (e.g. /home/me/notes).`,
+    );
+  }
+  const normalized = stripTrailingSeparators(normalize(value)).normalize('NFC');
+  if (!isAbsolute(normalized)) {
+    throw new MemoryPathError('RELATIVE', `${label} must be an absolute path; got a relative path.`);
+  }
+  if (normalized.length < 3) {
+    throw new MemoryPathError(
+      'TOO_SHORT',
+      `${label} resolves to "${normalized}", which is too broad to be a memory directory; use a dedicated directory.`,
+    );
+  }
+  return normalized;
+}
+
+function stripTrailingSeparators(path: string): string {
+  let end = path.length;
+  while (end > 1 && (path[end - 1] === '/' || path[end - 1] === sep)) end--;
+  return path.slice(0, end);
+}
+
+const SESSION_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/**
+ * Session ids become file and directory names, so only [A-Za-z0-9._-] (starting alphanumeric, ≤128 chars, no
+ * `..`) is accepted: no separators, NUL, traversal or hidden names. Returns the id or throws.
+ */
+export function validateSessionId(sessionId: string): string {
+  if (typeof sessionId !== 'string' || !SESSION_ID_PATTERN.test(sessionId) || sessionId.includes('..')) {
+    throw new MemoryPathError(
+      'INVALID_SESSION_ID',
+      'Session id must be 1–128 characters of [A-Za-z0-9._-], start with a letter or digit and not contain "..".',
+    );
+  }
+  return sessionId;
+}
+
+export interface EngramPaths {
+  engramHome: string;
+  cwd: string;
+  /** Canonical git root of cwd, else cwd. */
+  projectRoot: string;
+  /** ENGRAM_HOME/projects/<sanitize(projectRoot)> */
+  projectDir: string;
+  /** Absolute, NFC, no trailing separator. */
+  memoryDir: string;
+  memoryIndexPath: string;
+  teamDir: string;
+  teamIndexPath: string;
+  /** ENGRAM_HOME/projects/<sanitize(cwd)> */
+  transcriptDir: string;
+  transcriptPath(sessionId: string): string;
+  sessionDir(sessionId: string): string;
+  toolResultsDir(sessionId: string): string;
+  sessionMemoryPath(sessionId: string): string;
+}
+
+export interface EngramPathOptions {
+  engramHome: string;
+  cwd: string;
+  /** Raw ENGRAM_MEMORY_DIR value; validated here. */
+  memoryDirOverride?: string;
+}
+
+/** Resolves every Engram path for a session launched in `cwd` (looks up the canonical git root). */
+export async function resolveEngramPaths(opts: EngramPathOptions): Promise<EngramPaths> {
+  const cwd = requireAbsolute(opts.cwd, 'cwd');
+  const projectRoot = await findProjectRoot(cwd);
+  return engramPathsFor({ ...opts, cwd, projectRoot });
+}
+
+/** Synchronous variant for callers that already know the project root (e.g. from a job payload). */
+export function engramPathsFor(opts: EngramPathOptions & { projectRoot: string }): EngramPaths {
+  const engramHome = stripTrailingSeparators(normalize(requireAbsolute(opts.engramHome, 'engramHome')));
+  const cwd = stripTrailingSeparators(normalize(requireAbsolute(opts.cwd, 'cwd')));
+  const projectRoot = stripTrailingSeparators(normalize(requireAbsolute(opts.projectRoot, 'projectRoot')));
+  const projectDir = join(engramHome, PROJECTS_DIRNAME, sanitizePath(projectRoot));
+  const memoryDir = validateMemoryDirOverride(opts.memoryDirOverride) ?? join(projectDir, MEMORY_DIRNAME);
+  const teamDir = join(memoryDir, TEAM_DIRNAME);
+  const transcriptDir = join(engramHome, PROJECTS_DIRNAME, sanitizePath(cwd));
+  const sessionDir = (sessionId: string) => join(transcriptDir, validateSessionId(sessionId));
+  return {
+    engramHome,
+    cwd,
+    projectRoot,
+    projectDir,
+    memoryDir,
+    memoryIndexPath: join(memoryDir, ENTRYPOINT_NAME),
+    teamDir,
+    teamIndexPath: join(teamDir, ENTRYPOINT_NAME),
+    transcriptDir,
+    transcriptPath: (sessionId) => join(transcriptDir, `${validateSessionId(sessionId)}.jsonl`),
+    sessionDir,
+    toolResultsDir: (sessionId) => join(sessionDir(sessionId), TOOL_RESULTS_DIRNAME),
+    sessionMemoryPath: (sessionId) =>
+      join(sessionDir(sessionId), SESSION_MEMORY_DIRNAME, SESSION_MEMORY_FILENAME),
+  };
+}
+
+function requireAbsolute(value: string, label: string): string {
+  if (typeof value !== 'string' || value === '') {
+    throw new MemoryPathError('EMPTY', `${label} is empty; pass an absolute path.`);
+  }
+  if (value.includes('\0')) throw new MemoryPathError('NUL_BYTE', `${label} contains a NUL byte.`);
+  if (!isAbsolute(value)) {
+    throw new MemoryPathError(
+      'RELATIVE',
+      `${label} must be an absolute path (resolve it against the launch directory first).`,
+    );
+  }
+  return value.normalize('NFC');
+}
+
+/**
+ * String-only check (no filesystem access) that `path` lies strictly inside `memoryDir`, after normalizing
+ * `..` and Unicode — the rule Claude Code's isAutoMemPath applies when classifying transcript tool calls.
+ * Relative paths, `~` and NUL are never memory paths. Not a security check for writes: use resolveInside.
+ */
+export function isMemoryPathSync(path: string, memoryDir: string): boolean {
+  if (typeof path !== 'string' || path === '' || path.includes('\0')) return false;
+  if (!isAbsolute(path) || !isAbsolute(memoryDir)) return false;
+  const target = normalize(path).normalize('NFC');
+  const root = stripTrailingSeparators(normalize(memoryDir)).normalize('NFC');
+  const prefix = root.endsWith(sep) ? root : root + sep;
+  return target.startsWith(prefix) && target.length > prefix.length;
+}
