@@ -43,7 +43,7 @@ export interface ForkResult {
   stopReason: StopReason | null;
   /** Unique absolute paths of successful Edit/Write calls, in first-written order. */
   writtenPaths: string[];
-  deniedCalls: Array<{ tool: string; message: string; toolUseId: string }>;
+  deniedCalls: DeniedCall[];
 }
 
 const FILE_TOOLS = new Set(['Read', 'Write', 'Edit']);
@@ -140,11 +140,6 @@ export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkR
     ...(opts.fileModes ? { fileModes: opts.fileModes } : {}),
     ...(opts.onMessage ? { onMessage: opts.onMessage } : {}),
   });
-  const deniedCalls = result.deniedCalls.map((d: DeniedCall) => ({
-    tool: d.tool,
-    message: d.message,
-    toolUseId: d.toolUseId,
-  }));
   return {
     newMessages: result.newMessages,
     usage: result.usage,
@@ -152,6 +147,6 @@ export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkR
     endReason: result.endReason,
     stopReason: result.stopReason,
     writtenPaths: collectWrittenPaths(result.newMessages, opts.cwd),
-    deniedCalls,
+    deniedCalls: result.deniedCalls,
   };
 }

@@ -189,6 +189,37 @@ describe('runQueryLoop', () => {
     await expect(access(join(dir, 'created.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
+  it('accepts a policy typed only structurally (as memory-core declares it) and passes its reason through', async () => {
+    type Descriptor = { name: string; isReadOnly?(input: Record<string, unknown>): boolean };
+    type Decision =
+      | { behavior: 'allow' }
+      | { behavior: 'deny'; message: string; reason?: 'tool_not_allowed' };
+    const policy = async (tool: Descriptor, _input: Record<string, unknown>): Promise<Decision> =>
+      tool.name === 'Bash'
+        ? { behavior: 'deny', message: 'No shell here.', reason: 'tool_not_allowed' }
+        : { behavior: 'allow' };
+    const canUseTool: CanUseTool = policy; // must compile: memory-core's policies plug straight in
+    server.script(reply(toolUse('Bash', { command: 'ls' }, 'toolu_b')), textReply('ok'));
+    const result = await runQueryLoop(options('list', { canUseTool }));
+    expect(result.deniedCalls).toEqual([
+      { tool: 'Bash', toolUseId: 'toolu_b', message: 'No shell here.', reason: 'tool_not_allowed' },
+    ]);
+  });
+
+  it('treats a throwing permission hook as a denial and runs nothing', async () => {
+    const target = join(dir, 'never.txt');
+    server.script(reply(toolUse('Write', { file_path: target, content: 'x' }, 'toolu_w')), textReply('ok'));
+    const result = await runQueryLoop(
+      options('write', {
+        canUseTool: () => {
+          throw new Error('policy exploded');
+        },
+      }),
+    );
+    await expect(access(target)).rejects.toMatchObject({ code: 'ENOENT' });
+    expect(result.deniedCalls[0]).toMatchObject({ message: 'Permission check failed: policy exploded' });
+  });
+
   it('ends normally with max_turns when the budget is spent', async () => {
     server.respond(() => reply(toolUse('Bash', { command: 'echo again' })));
     const result = await runQueryLoop(options('loop forever', { maxTurns: 2 }));

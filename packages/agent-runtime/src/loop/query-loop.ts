@@ -14,6 +14,7 @@ import { toolDefinitions } from '../tools/registry.js';
 import {
   type AnyTool,
   type CanUseTool,
+  type PermissionDecision,
   ReadFileState,
   type ToolContext,
   ToolError,
@@ -56,6 +57,7 @@ export interface DeniedCall {
   tool: string;
   toolUseId: string;
   message: string;
+  reason?: string;
 }
 
 /** What `beforeModelCall` may inject: text or blocks, stored as an `attachment` entry rendered as user content. */
@@ -331,15 +333,30 @@ async function runToolCall(call: ToolUseBlock, env: ToolRunEnv): Promise<CallOut
   }
   const ctx = env.ctxFor(call.id);
   const input = parsed.data as Record<string, unknown>;
-  const decision = await env.canUseTool(tool, input, {
-    toolUseId: call.id,
-    cwd: ctx.cwd,
-    ...(ctx.signal ? { signal: ctx.signal } : {}),
-  });
+  let decision: PermissionDecision;
+  try {
+    decision = await env.canUseTool(tool, input, {
+      toolUseId: call.id,
+      cwd: ctx.cwd,
+      ...(ctx.signal ? { signal: ctx.signal } : {}),
+    });
+  } catch (e) {
+    // A failing policy must not run the tool, nor leave the tool_use without a result.
+    decision = {
+      behavior: 'deny',
+      message: `Permission check failed: ${e instanceof Error ? e.message : String(e)}`,
+      reason: 'permission_check_failed',
+    };
+  }
   if (decision.behavior === 'deny') {
     return {
       ...errorOutcome(call.id, decision.message),
-      denied: { tool: call.name, toolUseId: call.id, message: decision.message },
+      denied: {
+        tool: call.name,
+        toolUseId: call.id,
+        message: decision.message,
+        ...(decision.reason !== undefined ? { reason: decision.reason } : {}),
+      },
     };
   }
   let output: ToolOutput;

@@ -92,7 +92,10 @@ export interface Tool<I = Record<string, unknown>> {
 // biome-ignore lint/suspicious/noExplicitAny: tools of different input types live in one list.
 export type AnyTool = Tool<any>;
 
-export type PermissionDecision = { behavior: 'allow' } | { behavior: 'deny'; message: string };
+export type PermissionDecision =
+  | { behavior: 'allow' }
+  /** `reason`: an optional machine-readable cause (e.g. for denial metrics), passed through to results. */
+  | { behavior: 'deny'; message: string; reason?: string };
 
 export interface PermissionContext {
   toolUseId: string;
