@@ -1,0 +1,490 @@
+import fc from 'fast-check';
+import matter from 'gray-matter';
+import { describe, expect, it } from 'vitest';
+import {
+  extractMemoryFields,
+  extractMemoryFieldsWithSchema,
+  MAX_FRONTMATTER_CHARS,
+  MAX_MEMORY_FILE_CHARS,
+  MemoryFormatError,
+  parseFrontmatterBlock,
+  parseMemoryFile,
+  parseSimpleFrontmatter,
+  serializeMemoryFile,
+} from './frontmatter.js';
+import { MEMORY_TYPES, parseMemoryType } from './memory-types.js';
+
+function formatErrorCode(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof MemoryFormatError) return error.code;
+    throw error;
+  }
+  return undefined;
+}
+
+describe('parseMemoryType', () => {
+  it('accepts the four types and nothing else', () => {
+    for (const type of MEMORY_TYPES) expect(parseMemoryType(type)).toBe(type);
+    expect(parseMemoryType(' Feedback ')).toBe('feedback');
+    for (const other of ['note', '', 'users', 1, null, undefined, {}])
+      expect(parseMemoryType(other)).toBeUndefined();
+  });
+});
+
+describe('parseMemoryFile', () => {
+  it('reads name, description, type and the body of the taught form', () => {
+    const text = [
+      '---',
+      'name: Testing policy',
+      'description: Integration tests must hit a real database',
+      'type: feedback',
+      '---',
+      '',
+      'Use a real database.',
+      '**Why:** mocks hid a broken migration.',
+      '',
+    ].join('\n');
+    const parsed = parseMemoryFile(text, 'feedback_testing.md');
+    expect(parsed).toEqual({
+      name: 'Testing policy',
+      description: 'Integration tests must hit a real database',
+      type: 'feedback',
+      extra: {},
+      body: '\nUse a real database.\n**Why:** mocks hid a broken migration.\n',
+      hasFrontmatter: true,
+    });
+  });
+
+  it('reads the type from metadata.type (newer Claude Code) and keeps metadata as an extra field', () => {
+    const text = [
+      '---',
+      'name: Deploy freeze',
+      'description: "Merge freeze from 2026-03-05: mobile release cut"',
+      'metadata:',
+      '  node_type: memory',
+      '  type: project',
+      '  originSessionId: 7f1c',
+      '  modified: 2026-03-01',
+      '---',
+      'Body',
+    ].join('\n');
+    const parsed = parseMemoryFile(text, 'p.md');
+    expect(parsed.type).toBe('project');
+    expect(parsed.description).toBe('Merge freeze from 2026-03-05: mobile release cut');
+    expect(parsed.extra.metadata).toMatchObject({
+      node_type: 'memory',
+      type: 'project',
+      originSessionId: '7f1c',
+    });
+    expect((parsed.extra.metadata as { modified: unknown }).modified).toBeInstanceOf(Date);
+  });
+
+  it('prefers a valid top-level type over metadata.type', () => {
+    const parsed = parseMemoryFile('---\ntype: user\nmetadata:\n  type: project\n---\n', 'x.md');
+    expect(parsed.type).toBe('user');
+  });
+
+  it('loads unknown or missing types as undefined', () => {
+    expect(parseMemoryFile('---\nname: a\ntype: opinion\n---\n', 'x.md').type).toBeUndefined();
+    expect(parseMemoryFile('---\nname: a\n---\n', 'x.md').type).toBeUndefined();
+  });
+
+  it('accepts unquoted dates, keeping them as dates in extras and as written in text fields', () => {
+    const parsed = parseMemoryFile('---\ndescription: 2024-05-01\ncreated: 2024-05-01\n---\n', 'd.md');
+    expect(parsed.description).toBe('2024-05-01');
+    expect(parsed.extra.created).toEqual(new Date('2024-05-01T00:00:00Z'));
+  });
+
+  it('reads non-English, quoted, long and list-valued fields', () => {
+    const long = 'Très long — '.repeat(40).trim();
+    const text = [
+      '---',
+      'name: 日本語のメモ',
+      `description: '${long}'`,
+      'type: reference',
+      'related: [other.md, "third.md"]',
+      '---',
+      'Ünïcödé body 😀',
+    ].join('\n');
+    const parsed = parseMemoryFile(text, 'ja.md');
+    expect(parsed.name).toBe('日本語のメモ');
+    expect(parsed.description).toBe(long);
+    expect(parsed.extra.related).toEqual(['other.md', 'third.md']);
+    expect(parsed.body).toBe('Ünïcödé body 😀');
+  });
+
+  it('coerces numeric and boolean names to text and ignores structured ones', () => {
+    const parsed = parseMemoryFile('---\nname: 42\ndescription: [a, b]\n---\n', 'n.md');
+    expect(parsed.name).toBe('42');
+    expect(parsed.description).toBeUndefined();
+  });
+
+  it('treats a file without an opening delimiter, or with a Markdown rule, as body only', () => {
+    for (const text of ['# Title\n\ntext', '----\nname: x\n---\n', '--- a heading ---\ntext\n', '']) {
+      const parsed = parseMemoryFile(text, 'b.md');
+      expect(parsed.hasFrontmatter).toBe(false);
+      expect(parsed.body).toBe(text);
+      expect(parsed.extra).toEqual({});
+    }
+  });
+
+  it('handles CRLF line endings and a byte-order mark', () => {
+    const parsed = parseMemoryFile('\ufeff---\r\nname: Win\r\ntype: user\r\n---\r\nbody\r\n', 'w.md');
+    expect(parsed).toMatchObject({ name: 'Win', type: 'user', body: 'body\r\n' });
+  });
+
+  it('accepts `---yaml` and refuses other frontmatter languages without evaluating them', () => {
+    expect(parseMemoryFile('---yaml\nname: y\n---\n', 'y.md').name).toBe('y');
+    const g = globalThis as { __engramPwned?: number };
+    const code = formatErrorCode(() =>
+      parseMemoryFile('---js\n{ name: (globalThis.__engramPwned = 1) }\n---\n', 'evil.md'),
+    );
+    expect(code).toBe('UNSUPPORTED_LANGUAGE');
+    expect(g.__engramPwned).toBeUndefined();
+    expect(formatErrorCode(() => parseMemoryFile('---json\n{"name": "x"}\n---\n', 'j.md'))).toBe(
+      'UNSUPPORTED_LANGUAGE',
+    );
+  });
+
+  it('repairs unquoted values containing ": " instead of failing the file', () => {
+    const parsed = parseMemoryFile(
+      '---\nname: Fix\ndescription: fix: use the retry wrapper\ntype: feedback\n---\n',
+      'r.md',
+    );
+    expect(parsed.description).toBe('fix: use the retry wrapper');
+    expect(parsed.repairedYaml).toBe(true);
+  });
+
+  it.each([
+    ['---\nname: x\n', 'UNTERMINATED'],
+    ['---', 'UNTERMINATED'],
+    ['---\nname: [unclosed\n---\n', 'YAML_INVALID'],
+    ['---\nname: a\nname: b\n---\n', 'YAML_INVALID'],
+    ['---\n- a\n- b\n---\n', 'NOT_A_MAPPING'],
+    ['---\njust a sentence\n---\n', 'NOT_A_MAPPING'],
+    ['---\nname: a\0b\n---\n', 'BINARY'],
+    ['\ufffd'.repeat(50), 'BINARY'],
+    ['x'.repeat(MAX_MEMORY_FILE_CHARS + 1), 'TOO_LARGE'],
+    [`---\ndescription: ${'d'.repeat(MAX_FRONTMATTER_CHARS + 10)}\n---\n`, 'FRONTMATTER_TOO_LONG'],
+    [`---\n${'k: v\n'.repeat(20_000)}---\n`, 'FRONTMATTER_TOO_LONG'],
+    [`---\nname: ${'['.repeat(20_000)}\n---\n`, 'YAML_INVALID'],
+  ])('fails %# with a typed %s error naming the file', (text, code) => {
+    try {
+      parseMemoryFile(text, 'broken/file.md');
+      expect.unreachable('should have thrown');
+    } catch (error) {
+      expect(error).toBeInstanceOf(MemoryFormatError);
+      expect((error as MemoryFormatError).code).toBe(code);
+      expect((error as MemoryFormatError).file).toBe('broken/file.md');
+      expect((error as Error).message).toMatch(/^broken\/file\.md: /);
+    }
+  });
+
+  it('does not let a __proto__ key pollute objects', () => {
+    const parsed = parseMemoryFile('---\n__proto__:\n  polluted: yes\nname: p\n---\n', 'p.md');
+    expect(parsed.name).toBe('p');
+    expect(({} as { polluted?: unknown }).polluted).toBeUndefined();
+  });
+
+  it('never grows gray-matter’s module-level cache', () => {
+    const cache = (matter as unknown as { cache: Record<string, unknown> }).cache;
+    const before = Object.keys(cache).length;
+    for (let i = 0; i < 50; i++) {
+      parseMemoryFile(`---\nname: n${i}\nrelated: [a${i}]\n---\nbody ${i}`, `c${i}.md`);
+      serializeMemoryFile({ name: `n${i}`, extra: { k: [i] } }, 'b');
+    }
+    expect(Object.keys(cache).length).toBe(before);
+  });
+});
+
+describe('serializeMemoryFile', () => {
+  it('writes the top-level form: name, description, type, then the other fields in their order', () => {
+    const text = serializeMemoryFile(
+      { name: 'Note', description: 'D: with colon', type: 'project', extra: { related: ['a.md'], zeta: 1 } },
+      '\nBody\n',
+    );
+    expect(text).toBe(
+      "---\nname: Note\ndescription: 'D: with colon'\ntype: project\nrelated:\n  - a.md\nzeta: 1\n---\n\nBody\n",
+    );
+  });
+
+  it('keeps every unknown field through a parse → serialize → parse round trip', () => {
+    const original = [
+      '---',
+      'name: Old',
+      'description: x',
+      'metadata:',
+      '  node_type: memory',
+      '  type: feedback',
+      '  originSessionId: abc',
+      'related: [b.md]',
+      'custom:',
+      '  nested: {deep: [1, 2]}',
+      '---',
+      '',
+      'Body',
+      '',
+    ].join('\n');
+    const parsed = parseMemoryFile(original, 'o.md');
+    const rewritten = serializeMemoryFile({ ...parsed, name: 'New', type: 'project' }, parsed.body);
+    const again = parseMemoryFile(rewritten, 'o.md');
+    expect(again.name).toBe('New');
+    expect(again.type).toBe('project');
+    expect(again.extra).toEqual({
+      metadata: { node_type: 'memory', type: 'project', originSessionId: 'abc' },
+      related: ['b.md'],
+      custom: { nested: { deep: [1, 2] } },
+    });
+    expect(again.body).toBe(parsed.body);
+  });
+
+  it('keeps descriptions on one line and never folds long ones', () => {
+    const description = `a ${'long '.repeat(60)}line`;
+    const text = serializeMemoryFile({ description: `${description}\nsecond` }, 'b');
+    expect(text.split('\n')[1]).toBe(`description: ${description} second`);
+  });
+
+  it('writes only the body when there are no fields, and ensures a final newline', () => {
+    expect(serializeMemoryFile({}, 'just body')).toBe('just body\n');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// Property tests
+
+const yamlData = (block: string): unknown =>
+  matter(`---\n${block}\n---\n`, { language: 'yaml', excerpt: false }).data;
+
+const KEYS = [
+  'name',
+  'description',
+  'type',
+  'metadata',
+  'related',
+  'originSessionId',
+  'true',
+  'null',
+  'a_b',
+  'x-y',
+  'K9',
+];
+const VALUES = [
+  '',
+  'plain text',
+  'a: b',
+  'a #b',
+  'a#b',
+  '#c',
+  '"q"',
+  "'s'",
+  '"a\\"b"',
+  "'it''s'",
+  '"unterminated',
+  'null',
+  'Null',
+  'true',
+  'FALSE',
+  '~',
+  '2024-05-01',
+  '1e3',
+  '0x1F',
+  '.5',
+  '-x',
+  '- x',
+  '? y',
+  ': z',
+  '[a, b]',
+  '{a: 1}',
+  '&anchor x',
+  '*alias',
+  '!tag x',
+  '|',
+  '>',
+  '%x',
+  '@x',
+  '`x',
+  'x:',
+  'http://example.com/a',
+  'résumé',
+  '日本語の説明',
+  'emoji 😀',
+  'tab\there',
+  'trailing  ',
+  ' leading',
+  'yes',
+  'off',
+  '.inf',
+  '=',
+  '<<',
+  "it's",
+  'say "hi"',
+  'back\\slash',
+  'ctrl\u0007char',
+  'nel\u0085char',
+  'line\u2028sep',
+];
+
+const lineArb = fc.oneof(
+  fc
+    .record({
+      key: fc.constantFrom(...KEYS),
+      value: fc.oneof(fc.constantFrom(...VALUES), fc.string({ maxLength: 12 })),
+    })
+    .map(({ key, value }) => `${key}: ${value}`),
+  fc.constantFrom(...KEYS).map((key) => `${key}:`),
+  fc
+    .record({
+      indent: fc.integer({ min: 1, max: 4 }),
+      key: fc.constantFrom(...KEYS),
+      value: fc.oneof(fc.constantFrom(...VALUES), fc.string({ maxLength: 8 })),
+    })
+    .map(({ indent, key, value }) => `${' '.repeat(indent)}${key}: ${value}`),
+  fc.constantFrom(
+    '',
+    '   ',
+    'name:value',
+    'name :v',
+    '# comment',
+    '- item',
+    '...',
+    '  - nested',
+    '\tname: tab',
+  ),
+);
+
+describe('property: the frontmatter fast path agrees with YAML wherever it answers', () => {
+  it('parseSimpleFrontmatter(block) equals js-yaml’s reading of the same block', () => {
+    let answered = 0;
+    fc.assert(
+      fc.property(fc.array(lineArb, { maxLength: 8 }), (lines) => {
+        const block = lines.join('\n');
+        const fast = parseSimpleFrontmatter(block);
+        if (fast === undefined) return;
+        answered++;
+        const slow = yamlData(block);
+        expect(fast).toEqual(slow ?? {});
+      }),
+      { numRuns: 1500 },
+    );
+    expect(answered).toBeGreaterThan(100);
+  });
+
+  it('answers for the common shapes (so the scan rarely needs a YAML parser)', () => {
+    expect(
+      parseSimpleFrontmatter(
+        'name: A\ndescription: "x: y"\ntype: user\nmetadata:\n  node_type: memory\n  type: user',
+      ),
+    ).toEqual({
+      name: 'A',
+      description: 'x: y',
+      type: 'user',
+      metadata: { node_type: 'memory', type: 'user' },
+    });
+  });
+
+  it('extractMemoryFields’ fast lane matches the zod schema', () => {
+    const value = fc.oneof(
+      fc.constant(undefined),
+      fc.constant(null),
+      fc.constantFrom(...MEMORY_TYPES, ' User ', 'other', '', '  '),
+      fc.string({ maxLength: 10 }),
+      fc.integer(),
+      fc.boolean(),
+      fc.date({ noInvalidDate: true }),
+      fc.array(fc.string(), { maxLength: 2 }),
+    );
+    fc.assert(
+      fc.property(
+        fc.record(
+          {
+            name: value,
+            description: value,
+            type: value,
+            metadata: fc.oneof(value, fc.record({ type: value })),
+          },
+          { requiredKeys: [] },
+        ),
+        (data) => {
+          expect(extractMemoryFields(data)).toEqual(extractMemoryFieldsWithSchema(data));
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+});
+
+describe('property: arbitrary input never escapes as anything but a MemoryFormatError', () => {
+  const check = (text: string) => {
+    try {
+      const parsed = parseMemoryFile(text, 'fuzz.md');
+      expect(typeof parsed.body).toBe('string');
+    } catch (error) {
+      expect(error).toBeInstanceOf(MemoryFormatError);
+    }
+  };
+
+  it('arbitrary Unicode strings', () => {
+    fc.assert(fc.property(fc.string({ unit: 'binary', maxLength: 300 }), check), { numRuns: 800 });
+  });
+
+  it('arbitrary bytes decoded as UTF-8', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 400 }), (bytes) => check(Buffer.from(bytes).toString('utf8'))),
+      { numRuns: 800 },
+    );
+  });
+
+  it('arbitrary text inside frontmatter delimiters', () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: 'binary', maxLength: 200 }),
+        fc.string({ maxLength: 50 }),
+        (block, body) => check(`---\n${block}\n---\n${body}`),
+      ),
+      { numRuns: 800 },
+    );
+  });
+
+  it('YAML-flavoured fragments inside frontmatter delimiters', () => {
+    const fragment = fc.constantFrom(
+      ...VALUES,
+      ':',
+      '- ',
+      '  ',
+      '\n',
+      '{',
+      '}',
+      '[',
+      ']',
+      '&a',
+      '*a',
+      '!!js/function',
+      '!!binary',
+      '<<: *a',
+      '? ',
+      '|-',
+      '---',
+    );
+    fc.assert(
+      fc.property(fc.array(fragment, { maxLength: 30 }), (parts) => check(`---\n${parts.join('')}\n---\n`)),
+      { numRuns: 800 },
+    );
+  });
+
+  it('parseFrontmatterBlock returns a plain object or throws MemoryFormatError', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 200 }), (block) => {
+        try {
+          const { data } = parseFrontmatterBlock(block, 'b.md');
+          expect(typeof data).toBe('object');
+          expect(Array.isArray(data)).toBe(false);
+        } catch (error) {
+          expect(error).toBeInstanceOf(MemoryFormatError);
+        }
+      }),
+      { numRuns: 800 },
+    );
+  });
+});
