@@ -145,6 +145,8 @@ const WRITING = [
   'patch -p1 < fix.diff',
   'crontab -r',
   'yes > file',
+  'cat x >/dev/null\rfoo',
+  'rm\r -rf x',
 ];
 
 // Commands that only read.
@@ -238,6 +240,21 @@ describe('isReadOnlyBashCommand', () => {
 
   it.each(READ_ONLY)('classifies a read-only command as read-only: %s', (command) => {
     expect(explainBashCommand(command)).toBeUndefined();
+  });
+
+  it('stays not read-only when a writing command is chained behind read-only ones', () => {
+    const templates = [
+      (w: string) => `ls; ${w}`,
+      (w: string) => `cat f | grep x && ${w}`,
+      (w: string) => `git status || ${w}`,
+      (w: string) => `(cd src && ${w})`,
+      (w: string) => `ls | head -1\n${w}`,
+      (w: string) => `LC_ALL=C ${w}`,
+    ];
+    const composed = WRITING.filter((w) => !w.includes('unterminated')).flatMap((w) =>
+      templates.map((t) => t(w)),
+    );
+    expect(composed.filter((c) => isReadOnlyBashCommand(c))).toEqual([]);
   });
 
   it('explains why a command is refused', () => {

@@ -91,7 +91,8 @@ function lex(input: string): Token[] {
       i += 2;
       continue;
     }
-    if (c === ' ' || c === '\t' || c === '\r') {
+    // Only space and tab separate words; a carriage return is an ordinary character to bash.
+    if (c === ' ' || c === '\t') {
       endWord();
       i++;
       continue;
