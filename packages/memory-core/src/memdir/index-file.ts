@@ -1,0 +1,381 @@
+import { promises as fs } from 'node:fs';
+import { posix } from 'node:path';
+import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
+import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
+
+// MEMORY.md is the index every session loads: one pointer line per memory, `- [Title](file.md) — hook`. It is
+// loaded with two caps (lines, then characters) and a cut is never silent: the model gets a warning naming the
+// cap, and callers get a structured report for the user and for metrics. Edits are surgical: only the lines
+// that point at one file change; headings, prose, numbered or multi-line entries and separators written by
+// people or other tools stay byte-identical.
+
+export const MAX_ENTRYPOINT_LINES = 200;
+/** Counted in UTF-16 code units (JS string length), like the reference; about 125 characters a line at 200. */
+export const MAX_ENTRYPOINT_CHARS = 25_000;
+/** Pointer lines longer than this waste the index budget; the hook is shortened to fit. */
+export const MAX_INDEX_LINE_CHARS = 150;
+/** Reading stops here; an index this large is reported as overflowing either way. */
+export const MAX_INDEX_READ_BYTES = 8 * 1024 * 1024;
+
+export interface IndexOverflow {
+  cap: 'lines' | 'chars' | 'both';
+  totalLines: number;
+  totalChars: number;
+  linesDropped: number;
+  charsDropped: number;
+  /** UTF-8 bytes of the dropped text. */
+  bytesDropped: number;
+  /** Files whose pointer lines were cut (and that no kept line points at). */
+  entriesLost: string[];
+}
+
+export class MemoryIndexError extends Error {
+  override readonly name = 'MemoryIndexError';
+  constructor(
+    readonly code: 'READ_FAILED' | 'INVALID_FILE' | 'INVALID_ENTRY',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Loading
+
+/**
+ * Applies both caps to index content: trim; cut to 200 lines; if still over 25,000 characters cut at the last
+ * newline before the limit (hard cut when there is none); then append a warning naming the cap that fired.
+ * Both caps are judged on the original (trimmed) text. Content under both caps is returned trimmed, as is.
+ */
+export function truncateEntrypoint(content: string): { content: string; overflow?: IndexOverflow } {
+  const trimmed = content.trim();
+  const lines = trimmed.split('\n');
+  const totalLines = lines.length;
+  const totalChars = trimmed.length;
+  const overLines = totalLines > MAX_ENTRYPOINT_LINES;
+  const overChars = totalChars > MAX_ENTRYPOINT_CHARS;
+  if (!overLines && !overChars) return { content: trimmed };
+
+  let kept = overLines ? lines.slice(0, MAX_ENTRYPOINT_LINES).join('\n') : trimmed;
+  if (kept.length > MAX_ENTRYPOINT_CHARS) {
+    const cut = kept.lastIndexOf('\n', MAX_ENTRYPOINT_CHARS);
+    kept = kept.slice(0, cut > 0 ? cut : MAX_ENTRYPOINT_CHARS);
+  }
+  const cap = overLines && overChars ? 'both' : overLines ? 'lines' : 'chars';
+  const dropped = trimmed.slice(kept.length);
+  const keptTargets = new Set(extractLinkTargets(kept));
+  const entriesLost = [...new Set(extractLinkTargets(dropped))].filter((file) => !keptTargets.has(file));
+  const overflow: IndexOverflow = {
+    cap,
+    totalLines,
+    totalChars,
+    linesDropped: totalLines - (kept === '' ? 0 : kept.split('\n').length),
+    charsDropped: totalChars - kept.length,
+    bytesDropped: Buffer.byteLength(dropped, 'utf8'),
+    entriesLost,
+  };
+  return { content: `${kept}\n\n${overflowWarning(overflow)}`, overflow };
+}
+
+function overflowWarning(overflow: IndexOverflow): string {
+  const size = `${overflow.totalChars.toLocaleString('en-US')} characters`;
+  const limitLines = `${MAX_ENTRYPOINT_LINES} lines`;
+  const limitChars = `${MAX_ENTRYPOINT_CHARS.toLocaleString('en-US')} characters`;
+  const what =
+    overflow.cap === 'lines'
+      ? `${overflow.totalLines} lines long (limit: ${limitLines})`
+      : overflow.cap === 'chars'
+        ? `${size} long (limit: ${limitChars}) because its entries are too long`
+        : `${overflow.totalLines} lines and ${size} long (limits: ${limitLines}, ${limitChars})`;
+  return (
+    `> WARNING: ${ENTRYPOINT_NAME} is ${what}, so only part of it was loaded. ` +
+    'Keep each index entry to one line of under ~200 characters and move the detail into the topic files.'
+  );
+}
+
+export interface LoadedIndex {
+  exists: boolean;
+  /** The file as read (at most MAX_INDEX_READ_BYTES). */
+  raw: string;
+  /** What the model sees: trimmed, capped, with the warning appended when a cap fired. */
+  content: string;
+  overflow?: IndexOverflow;
+}
+
+/** Reads and caps an index. A missing file is `exists: false`; any other read failure throws MemoryIndexError. */
+export async function loadMemoryIndex(indexPath: string): Promise<LoadedIndex> {
+  let raw: string;
+  try {
+    raw = await readBounded(indexPath, MAX_INDEX_READ_BYTES);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return { exists: false, raw: '', content: '' };
+    throw new MemoryIndexError(
+      'READ_FAILED',
+      `Cannot read the memory index ${indexPath} (${code ?? String(error)}); check that it is a readable file.`,
+    );
+  }
+  const { content, overflow } = truncateEntrypoint(raw);
+  return overflow ? { exists: true, raw, content, overflow } : { exists: true, raw, content };
+}
+
+async function readBounded(path: string, maxBytes: number): Promise<string> {
+  const handle = await fs.open(path, 'r');
+  try {
+    const size = (await handle.stat()).size;
+    const buffer = Buffer.alloc(Math.min(size, maxBytes));
+    let offset = 0;
+    while (offset < buffer.length) {
+      const { bytesRead } = await handle.read(buffer, offset, buffer.length - offset, offset);
+      if (bytesRead === 0) break;
+      offset += bytesRead;
+    }
+    return buffer.toString('utf8', 0, offset);
+  } finally {
+    await handle.close();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Entries
+
+export interface IndexEntryInput {
+  title: string;
+  /** Path of the memory file relative to the index's directory, forward slashes (`feedback/testing.md`). */
+  file: string;
+  hook: string;
+}
+
+/** `- [Title](file.md) — hook`, on one line, shortened (hook first, then title) to MAX_INDEX_LINE_CHARS. */
+export function formatIndexLine(entry: IndexEntryInput): string {
+  const file = validateIndexFile(entry.file);
+  const target = /[\s()<>]/.test(file) ? `<${file}>` : file;
+  let title = oneLine(entry.title).replace(/[[\]]/g, '') || posix.basename(file, '.md');
+  let hook = oneLine(entry.hook);
+  const fixed = `- [](${target})`.length;
+  const hookRoom = MAX_INDEX_LINE_CHARS - fixed - title.length - ' — '.length;
+  if (hook.length > hookRoom) hook = hookRoom > 8 ? `${hook.slice(0, hookRoom - 1).trimEnd()}…` : '';
+  if (fixed + title.length > MAX_INDEX_LINE_CHARS) {
+    title = `${title.slice(0, Math.max(1, MAX_INDEX_LINE_CHARS - fixed - 1)).trimEnd()}…`;
+  }
+  return hook === '' ? `- [${title}](${target})` : `- [${title}](${target}) — ${hook}`;
+}
+
+function oneLine(value: string): string {
+  return String(value ?? '')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
+
+/** Normalizes and checks an index target: relative, forward slashes, no `..`, not the index itself. */
+export function validateIndexFile(file: string): string {
+  const fail = (why: string) =>
+    new MemoryIndexError(
+      'INVALID_FILE',
+      `Invalid memory file for the index (${why}); use a path like "topic.md".`,
+    );
+  if (typeof file !== 'string' || file.trim() === '') throw fail('empty');
+  if (/[\0\r\n]/.test(file)) throw fail('contains a control character');
+  if (file.includes('\\')) throw fail('contains a backslash');
+  if (file.startsWith('/') || /^[A-Za-z]:/.test(file)) throw fail('absolute path');
+  const normalized = posix.normalize(file.trim()).replace(/^\.\//, '');
+  if (normalized === '.' || normalized.split('/').includes('..')) throw fail('leaves the memory directory');
+  if (posix.basename(normalized) === ENTRYPOINT_NAME) throw fail('the index cannot point at itself');
+  return normalized;
+}
+
+export interface IndexEntry {
+  /** 0-based line number in the content. */
+  lineIndex: number;
+  line: string;
+  title: string;
+  /** Normalized link target (`./a.md`, `a.md#x`, `<a.md>` and `a%20b.md` become `a.md` / `a b.md`). */
+  file: string;
+  hook?: string;
+  /** How many following lines continue this entry (indented text or sub-items). */
+  continuationLines: number;
+}
+
+// A list item (bullet or number) whose first link is the pointer; emphasis around the link is tolerated.
+const ENTRY_LINE =
+  /^([ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+)(?:\*\*|__|\*|_)?\[((?:[^\]\\]|\\.)*)\]\(([^)]*)\)(?:\*\*|__|\*|_)?(.*)$/;
+const LINK = /\[(?:[^\]\\]|\\.)*\]\(([^)]*)\)/g;
+
+/** Every pointer entry in index content, in order. Never throws. */
+export function parseIndexEntries(content: string): IndexEntry[] {
+  const lines = String(content).split('\n');
+  const entries: IndexEntry[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const entry = parseEntryLine(lines[i] as string);
+    if (!entry) continue;
+    entries.push({
+      lineIndex: i,
+      line: lines[i] as string,
+      ...entry,
+      continuationLines: continuationCount(lines, i),
+    });
+  }
+  return entries;
+}
+
+function parseEntryLine(rawLine: string): { title: string; file: string; hook?: string } | undefined {
+  const line = rawLine.endsWith('\r') ? rawLine.slice(0, -1) : rawLine;
+  const match = ENTRY_LINE.exec(line);
+  if (!match) return undefined;
+  const file = normalizeTarget(match[3] as string);
+  if (file === undefined) return undefined;
+  const hook = (match[4] ?? '').replace(/^[\s:]*(?:[—–-]+|:)?\s*/, '').trim();
+  return hook === '' ? { title: match[2] as string, file } : { title: match[2] as string, file, hook };
+}
+
+function normalizeTarget(rawTarget: string): string | undefined {
+  let target = rawTarget.trim();
+  // `[t](file.md "title")`
+  const titled = /^(\S+)\s+["'(].*$/.exec(target);
+  if (titled) target = titled[1] as string;
+  if (target.startsWith('<') && target.endsWith('>')) target = target.slice(1, -1);
+  target = target.replace(/[#?].*$/, '');
+  if (target === '' || /^[a-z][a-z0-9+.-]*:/i.test(target)) return undefined;
+  try {
+    target = decodeURI(target);
+  } catch {
+    // keep the raw form
+  }
+  target = posix.normalize(target).replace(/^\.\//, '');
+  return target === '.' ? undefined : target;
+}
+
+function indentOf(line: string): number {
+  return line.length - line.trimStart().length;
+}
+
+/** Lines after an entry that are more indented than it and not blank belong to it (wrapped hooks, sub-items). */
+function continuationCount(lines: string[], index: number): number {
+  const base = indentOf(lines[index] as string);
+  let count = 0;
+  for (let j = index + 1; j < lines.length; j++) {
+    const next = (lines[j] as string).replace(/\r$/, '');
+    // A nested pointer to another file is its own entry, never part of this one.
+    if (next.trim() === '' || indentOf(next) <= base || parseEntryLine(next) !== undefined) break;
+    count++;
+  }
+  return count;
+}
+
+function extractLinkTargets(text: string): string[] {
+  const targets: string[] = [];
+  for (const match of text.matchAll(LINK)) {
+    const target = normalizeTarget(match[1] as string);
+    if (target !== undefined) targets.push(target);
+  }
+  return targets;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Surgical edits (pure), then the atomic file operations.
+
+export interface IndexEdit {
+  content: string;
+  changed: boolean;
+}
+
+/**
+ * Adds or updates the pointer for `entry.file`. The first entry line pointing at the file is rewritten in
+ * place (keeping its list marker and indentation); later duplicate entry lines for it (with their
+ * continuation lines) are removed; with none, the line is appended. All other lines are left untouched, and
+ * applying the same upsert twice changes nothing the second time.
+ */
+export function applyIndexUpsert(content: string, entry: IndexEntryInput): IndexEdit {
+  const file = validateIndexFile(entry.file);
+  const newLine = formatIndexLine({ ...entry, file });
+  const lines = content.split('\n');
+  const crlf = detectCrlf(content);
+  const matches = parseIndexEntries(content).filter((e) => e.file === file);
+  if (matches.length === 0) {
+    const endsWithNewline = content === '' || content.endsWith('\n');
+    const eol = crlf ? '\r\n' : '\n';
+    const prefix = content === '' ? '' : endsWithNewline ? content : `${content}${eol}`;
+    return { content: `${prefix}${newLine}${endsWithNewline ? eol : ''}`, changed: true };
+  }
+  const [first, ...duplicates] = matches as [IndexEntry, ...IndexEntry[]];
+  const drop = new Set<number>();
+  for (const dup of duplicates) for (let k = 0; k <= dup.continuationLines; k++) drop.add(dup.lineIndex + k);
+  const old = lines[first.lineIndex] as string;
+  const marker = /^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+/.exec(old)?.[0] ?? '- ';
+  const replaced = `${marker}${newLine.slice(2)}${old.endsWith('\r') ? '\r' : ''}`;
+  if (replaced === old && drop.size === 0) return { content, changed: false };
+  lines[first.lineIndex] = replaced;
+  return { content: lines.filter((_, k) => !drop.has(k)).join('\n'), changed: true };
+}
+
+/** Removes every entry line pointing at `file`, with its continuation lines. Other lines are untouched. */
+export function applyIndexRemove(content: string, file: string): IndexEdit & { removed: number } {
+  const target = validateIndexFile(file);
+  const matches = parseIndexEntries(content).filter((e) => e.file === target);
+  if (matches.length === 0) return { content, changed: false, removed: 0 };
+  const drop = new Set<number>();
+  for (const match of matches)
+    for (let k = 0; k <= match.continuationLines; k++) drop.add(match.lineIndex + k);
+  const lines = content.split('\n');
+  let next = lines.filter((_, k) => !drop.has(k)).join('\n');
+  // Removing the last line of a file that ended with a newline must not leave it without one.
+  if (content.endsWith('\n') && next !== '' && !next.endsWith('\n'))
+    next += detectCrlf(content) ? '\r\n' : '\n';
+  return { content: next, changed: true, removed: matches.length };
+}
+
+function detectCrlf(content: string): boolean {
+  const nl = content.indexOf('\n');
+  return nl > 0 && content[nl - 1] === '\r';
+}
+
+// Index edits from the same process are serialized per file, so two upserts never lose each other's line.
+const locks = new Map<string, Promise<unknown>>();
+
+async function withFileLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
+  const previous = locks.get(path) ?? Promise.resolve();
+  const run = previous.then(fn, fn);
+  const settled = run.catch(() => undefined);
+  locks.set(path, settled);
+  try {
+    return await run;
+  } finally {
+    if (locks.get(path) === settled) locks.delete(path);
+  }
+}
+
+async function readIndexForEdit(indexPath: string): Promise<string> {
+  try {
+    return await readBounded(indexPath, MAX_INDEX_READ_BYTES);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return '';
+    throw new MemoryIndexError(
+      'READ_FAILED',
+      `Cannot read the memory index ${indexPath} (${(error as NodeJS.ErrnoException).code ?? String(error)}).`,
+    );
+  }
+}
+
+/** Adds or updates the pointer line for one memory file; writes atomically, and only when something changed. */
+export async function upsertIndexEntry(
+  indexPath: string,
+  entry: IndexEntryInput,
+): Promise<{ changed: boolean }> {
+  return withFileLock(indexPath, async () => {
+    const edit = applyIndexUpsert(await readIndexForEdit(indexPath), entry);
+    if (edit.changed) await writeFileAtomic(indexPath, edit.content);
+    return { changed: edit.changed };
+  });
+}
+
+/** Removes the pointer line(s) for one memory file; a missing index or entry is a no-op. */
+export async function removeIndexEntry(
+  indexPath: string,
+  file: string,
+): Promise<{ changed: boolean; removed: number }> {
+  return withFileLock(indexPath, async () => {
+    const edit = applyIndexRemove(await readIndexForEdit(indexPath), file);
+    if (edit.changed) await writeFileAtomic(indexPath, edit.content);
+    return { changed: edit.changed, removed: edit.removed };
+  });
+}
