@@ -43,15 +43,6 @@ export interface BuildChainOptions {
   crossBoundaries?: boolean;
 }
 
-export function indexEntries(entries: readonly TranscriptEntry[]): Map<string, ChainEntry> {
-  const byUuid = new Map<string, ChainEntry>();
-  for (const e of entries) {
-    // First write wins, as with the store's dedupe: a replayed uuid is the same message.
-    if (isChainEntry(e) && !byUuid.has(e.uuid)) byUuid.set(e.uuid, e);
-  }
-  return byUuid;
-}
-
 /** The newest leaf: the last non-sidechain chain entry in file order that no entry names as its parent. */
 export function findLeaf(entries: readonly TranscriptEntry[]): ChainEntry | undefined {
   const parents = new Set<string>();
