@@ -1,0 +1,178 @@
+import { mkdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemoryPathError } from '../paths/memory-paths.js';
+import { makeTempDir } from '../testing/temp-dir.test-helpers.js';
+import { parseMemoryFile } from './frontmatter.js';
+import { upsertIndexEntry } from './index-file.js';
+import {
+  ensureMemoryDir,
+  forgetMemory,
+  listMemories,
+  readMemoryFile,
+  TeamSecretError,
+  validateMemoryRelPath,
+  writeMemoryFile,
+} from './memory-files.js';
+
+let base: string;
+let mem: string;
+let cleanup: () => void;
+const DAY = 86_400_000;
+
+beforeAll(async () => {
+  ({ dir: base, cleanup } = makeTempDir('engram-files-'));
+  mem = join(base, 'memory');
+  await ensureMemoryDir(mem);
+  mkdirSync(join(base, 'outside'));
+});
+afterAll(() => cleanup());
+
+describe('validateMemoryRelPath', () => {
+  it.each([
+    '',
+    '/abs.md',
+    '../x.md',
+    'a/../../x.md',
+    'x.txt',
+    'MEMORY.md',
+    'team/MEMORY.md',
+    '.hidden.md',
+    '.history/x.md',
+    'a\\b.md',
+    '~/x.md',
+    'a\nb.md',
+  ])('refuses %j', (rel) => {
+    expect(() => validateMemoryRelPath(rel)).toThrow(MemoryPathError);
+  });
+  it('normalizes accepted paths', () => {
+    expect(validateMemoryRelPath('./feedback/../testing.md')).toBe('testing.md');
+  });
+});
+
+describe('writeMemoryFile / readMemoryFile', () => {
+  it('creates a memory in the top-level form with 0600 permissions', async () => {
+    const result = await writeMemoryFile(
+      mem,
+      'feedback/testing.md',
+      { name: 'Testing', description: 'Real DB', type: 'feedback' },
+      '\nUse a real DB.\n',
+    );
+    expect(result).toEqual({ path: join(mem, 'feedback', 'testing.md'), created: true });
+    expect(readFileSync(result.path, 'utf8')).toBe(
+      '---\nname: Testing\ndescription: Real DB\ntype: feedback\n---\n\nUse a real DB.\n',
+    );
+    expect(statSync(result.path).mode & 0o777).toBe(0o600);
+    const read = await readMemoryFile(mem, 'feedback/testing.md');
+    expect(read).toMatchObject({ name: 'Testing', type: 'feedback', body: '\nUse a real DB.\n' });
+  });
+
+  it('keeps unknown fields of an existing file when rewriting it', async () => {
+    writeFileSync(
+      join(mem, 'proj.md'),
+      '---\nname: P\nmetadata:\n  node_type: memory\n  type: project\nrelated: [a.md]\n---\nold\n',
+    );
+    const result = await writeMemoryFile(
+      mem,
+      'proj.md',
+      { name: 'P2', description: 'd', type: 'reference' },
+      'new\n',
+    );
+    expect(result.created).toBe(false);
+    const parsed = parseMemoryFile(readFileSync(result.path, 'utf8'), 'proj.md');
+    expect(parsed).toMatchObject({ name: 'P2', type: 'reference', body: 'new\n' });
+    expect(parsed.extra).toEqual({ metadata: { node_type: 'memory', type: 'reference' }, related: ['a.md'] });
+  });
+
+  it('refuses paths that escape through a symlink', async () => {
+    symlinkSync('../outside', join(mem, 'escape'));
+    await expect(writeMemoryFile(mem, 'escape/x.md', { name: 'x' }, 'b')).rejects.toMatchObject({
+      code: 'OUTSIDE_MEMORY_DIR',
+    });
+    await expect(readMemoryFile(mem, 'escape/x.md')).rejects.toMatchObject({ code: 'OUTSIDE_MEMORY_DIR' });
+  });
+
+  it('refuses secret-looking content in team memory but allows it in private memory', async () => {
+    const token = `ghp_${'a1B2c3D4e5'.repeat(3)}abcdef`;
+    await expect(
+      writeMemoryFile(mem, 'team/creds.md', { name: 'creds' }, `token ${token}\n`),
+    ).rejects.toBeInstanceOf(TeamSecretError);
+    await expect(
+      writeMemoryFile(mem, 'team/creds.md', { name: 'creds' }, 'token ...'),
+    ).resolves.toMatchObject({
+      created: true,
+    });
+    await expect(
+      writeMemoryFile(mem, 'private-creds.md', { name: 'p' }, `token ${token}\n`),
+    ).resolves.toMatchObject({
+      created: true,
+    });
+  });
+});
+
+describe('listMemories', () => {
+  it('lists every memory with type, name, description and age, plus problems', async () => {
+    const dir = join(base, 'list');
+    const now = Date.UTC(2026, 0, 20);
+    await writeMemoryFile(dir, 'a.md', { name: 'A', description: 'alpha', type: 'user' }, 'x');
+    await writeMemoryFile(dir, 'b.md', { description: 'beta' }, 'x');
+    writeFileSync(join(dir, 'bad.md'), '---\nname: [\n---\n');
+    utimesSync(join(dir, 'a.md'), (now - 3 * DAY) / 1000, (now - 3 * DAY) / 1000);
+    utimesSync(join(dir, 'b.md'), (now - 1000) / 1000, (now - 1000) / 1000);
+    const { memories, problems } = await listMemories(dir, { now });
+    expect(memories).toEqual([
+      {
+        file: 'b.md',
+        path: join(dir, 'b.md'),
+        description: 'beta',
+        mtimeMs: now - 1000,
+        ageDays: 0,
+        age: 'today',
+      },
+      {
+        file: 'a.md',
+        path: join(dir, 'a.md'),
+        type: 'user',
+        name: 'A',
+        description: 'alpha',
+        mtimeMs: now - 3 * DAY,
+        ageDays: 3,
+        age: '3 days ago',
+      },
+    ]);
+    expect(problems.map((p) => [p.filename, p.code])).toEqual([['bad.md', 'YAML_INVALID']]);
+  });
+});
+
+describe('forgetMemory', () => {
+  it('removes the file and its index line, leaving the rest of the index alone', async () => {
+    const dir = join(base, 'forget');
+    await writeMemoryFile(dir, 'a.md', { name: 'A' }, 'x');
+    await writeMemoryFile(dir, 'b.md', { name: 'B' }, 'x');
+    await upsertIndexEntry(join(dir, 'MEMORY.md'), { title: 'A', file: 'a.md', hook: 'a' });
+    await upsertIndexEntry(join(dir, 'MEMORY.md'), { title: 'B', file: 'b.md', hook: 'b' });
+    expect(await forgetMemory(dir, 'a.md')).toEqual({ fileRemoved: true, indexLinesRemoved: 1 });
+    expect(readFileSync(join(dir, 'MEMORY.md'), 'utf8')).toBe('- [B](b.md) — b\n');
+    expect(() => statSync(join(dir, 'a.md'))).toThrow();
+    expect(await forgetMemory(dir, 'a.md')).toEqual({ fileRemoved: false, indexLinesRemoved: 0 });
+  });
+
+  it('uses the team index for team memories', async () => {
+    const dir = join(base, 'forget-team');
+    await writeMemoryFile(dir, 'team/t.md', { name: 'T' }, 'x');
+    await upsertIndexEntry(join(dir, 'team', 'MEMORY.md'), { title: 'T', file: 't.md', hook: 't' });
+    expect(await forgetMemory(dir, 'team/t.md')).toEqual({ fileRemoved: true, indexLinesRemoved: 1 });
+  });
+
+  it('removes a symlink itself, never its target, and refuses paths outside', async () => {
+    const dir = join(base, 'forget-link');
+    await writeMemoryFile(dir, 'real.md', { name: 'R' }, 'x');
+    symlinkSync('real.md', join(dir, 'alias.md'));
+    expect((await forgetMemory(dir, 'alias.md')).fileRemoved).toBe(true);
+    expect(statSync(join(dir, 'real.md')).isFile()).toBe(true);
+    symlinkSync('../outside', join(dir, 'out'));
+    writeFileSync(join(base, 'outside', 'victim.md'), 'keep');
+    await expect(forgetMemory(dir, 'out/victim.md')).rejects.toMatchObject({ code: 'OUTSIDE_MEMORY_DIR' });
+    expect(readFileSync(join(base, 'outside', 'victim.md'), 'utf8')).toBe('keep');
+  });
+});

@@ -1,0 +1,184 @@
+import { promises as fs } from 'node:fs';
+import { dirname, join, posix } from 'node:path';
+import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
+import { isStrictlyWithin, realpathDeepestExisting, resolveInside } from '../paths/containment.js';
+import { ENTRYPOINT_NAME, MemoryPathError, TEAM_DIRNAME } from '../paths/memory-paths.js';
+import { scanForSecrets } from '../security/secret-scanner.js';
+import { memoryAgeDays, memoryFreshnessLabel } from './freshness.js';
+import {
+  MemoryFormatError,
+  parseMemoryFile,
+  type SerializableMemory,
+  serializeMemoryFile,
+} from './frontmatter.js';
+import { removeIndexEntry } from './index-file.js';
+import type { MemoryType } from './memory-types.js';
+import { type MemoryFileProblem, scanMemoryDir } from './scan.js';
+
+// File-level operations on one memory, for the CLI and for jobs that write memories directly (not through a
+// model's Write tool). Every path goes through the containment check; every write is atomic (0600 files in
+// 0700 directories); team memory refuses content that looks like a secret.
+
+export class TeamSecretError extends Error {
+  override readonly name = 'TeamSecretError';
+  readonly code = 'TEAM_SECRET';
+  constructor(readonly labels: string[]) {
+    super(
+      `Refusing to write to team memory: the content contains what looks like a secret (${labels.join(', ')}). ` +
+        'Team memory is shared with every collaborator on the project; remove the secret and try again.',
+    );
+  }
+}
+
+/** Checks a memory file path given relative to the memory directory; returns it normalized. */
+export function validateMemoryRelPath(relPath: string): string {
+  const fail = (why: string) =>
+    new MemoryPathError(
+      'INVALID_MEMORY_FILE',
+      `Invalid memory file path (${why}); use a relative path like "topic.md".`,
+    );
+  if (typeof relPath !== 'string' || relPath.trim() === '') throw fail('empty');
+  if (/[\0\r\n\\]/.test(relPath)) throw fail('contains a NUL, newline or backslash');
+  if (relPath.startsWith('/') || /^[A-Za-z]:/.test(relPath) || relPath.startsWith('~'))
+    throw fail('not relative');
+  const normalized = posix.normalize(relPath).replace(/^\.\//, '');
+  const segments = normalized.split('/');
+  if (segments.includes('..')) throw fail('leaves the memory directory');
+  if (segments.some((s) => s.startsWith('.'))) throw fail('hidden files and directories are not scanned');
+  if (!normalized.endsWith('.md')) throw fail('must end in .md');
+  if (posix.basename(normalized) === ENTRYPOINT_NAME) throw fail('MEMORY.md is the index, not a memory');
+  return normalized;
+}
+
+export async function ensureMemoryDir(memoryDir: string): Promise<void> {
+  await fs.mkdir(memoryDir, { recursive: true, mode: 0o700 });
+}
+
+export interface WriteMemoryOptions {
+  /** Defaults to `<memoryDir>/team`. */
+  teamDir?: string;
+}
+
+/**
+ * Writes one memory (frontmatter in the top-level form + body) atomically. Fields Engram does not know that
+ * the existing file carries are kept (`fields.extra` wins on conflicts). Throws MemoryPathError for a path
+ * outside the memory directory and TeamSecretError for secret-looking content in team memory.
+ */
+export async function writeMemoryFile(
+  memoryDir: string,
+  relPath: string,
+  fields: SerializableMemory,
+  body: string,
+  options: WriteMemoryOptions = {},
+): Promise<{ path: string; created: boolean }> {
+  const rel = validateMemoryRelPath(relPath);
+  const target = await resolveInside(join(memoryDir, rel), memoryDir);
+  if (!target.ok) {
+    throw new MemoryPathError('OUTSIDE_MEMORY_DIR', `Cannot write ${rel}: ${target.reason}.`);
+  }
+  let existingExtra: Record<string, unknown> = {};
+  let created = true;
+  try {
+    const existing = await fs.readFile(target.path, 'utf8');
+    created = false;
+    existingExtra = parseMemoryFile(existing, rel).extra;
+  } catch (error) {
+    // Missing file: created. Unparseable file: the caller is replacing it; nothing to keep.
+    if (!(error instanceof MemoryFormatError) && (error as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw error;
+  }
+  const text = serializeMemoryFile({ ...fields, extra: { ...existingExtra, ...fields.extra } }, body);
+  const teamDir = options.teamDir ?? join(memoryDir, TEAM_DIRNAME);
+  if ((await resolveInside(target.path, teamDir)).ok) {
+    const found = scanForSecrets(text);
+    if (found.length > 0) throw new TeamSecretError(found.map((f) => f.label));
+  }
+  await writeFileAtomic(target.path, text, { mode: 0o600 });
+  return { path: target.path, created };
+}
+
+/** Reads and parses one memory file (relative path), after the containment check. */
+export async function readMemoryFile(memoryDir: string, relPath: string) {
+  const rel = validateMemoryRelPath(relPath);
+  const target = await resolveInside(join(memoryDir, rel), memoryDir);
+  if (!target.ok) throw new MemoryPathError('OUTSIDE_MEMORY_DIR', `Cannot read ${rel}: ${target.reason}.`);
+  const [text, stat] = await Promise.all([fs.readFile(target.path, 'utf8'), fs.stat(target.path)]);
+  return { path: target.path, mtimeMs: stat.mtimeMs, ...parseMemoryFile(text, rel) };
+}
+
+export interface MemoryListing {
+  /** Relative to the memory directory, forward slashes. */
+  file: string;
+  path: string;
+  type?: MemoryType;
+  name?: string;
+  description: string | null;
+  mtimeMs: number;
+  ageDays: number;
+  /** 'today' | 'yesterday' | 'N days ago' */
+  age: string;
+}
+
+/** Every memory (no 200 cap), newest first, plus the files that could not be read — for `engram memory list`. */
+export async function listMemories(
+  memoryDir: string,
+  options: { now?: number; signal?: AbortSignal } = {},
+): Promise<{ memories: MemoryListing[]; problems: MemoryFileProblem[] }> {
+  const now = options.now ?? Date.now();
+  const scan = await scanMemoryDir(memoryDir, {
+    maxFiles: Number.POSITIVE_INFINITY,
+    now,
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  const memories = scan.headers.map((h): MemoryListing => {
+    const listing: MemoryListing = {
+      file: h.filename,
+      path: h.filePath,
+      description: h.description,
+      mtimeMs: h.mtimeMs,
+      ageDays: memoryAgeDays(h.mtimeMs, now),
+      age: memoryFreshnessLabel(h.mtimeMs, now),
+    };
+    if (h.type !== undefined) listing.type = h.type;
+    if (h.name !== undefined) listing.name = h.name;
+    return listing;
+  });
+  return { memories, problems: scan.problems };
+}
+
+/**
+ * Deletes one memory file and the index line(s) pointing at it (`team/x.md` → the team index). The directory
+ * entry itself is removed (a symlink, not its target). Missing file or entry is not an error.
+ */
+export async function forgetMemory(
+  memoryDir: string,
+  file: string,
+): Promise<{ fileRemoved: boolean; indexLinesRemoved: number }> {
+  const rel = validateMemoryRelPath(file);
+  const realRoot = await realpathDeepestExisting(memoryDir);
+  const parent = await realpathDeepestExisting(dirname(join(memoryDir, rel)));
+  if (
+    !realRoot.ok ||
+    !parent.ok ||
+    (parent.path !== realRoot.path && !isStrictlyWithin(parent.path, realRoot.path))
+  ) {
+    throw new MemoryPathError(
+      'OUTSIDE_MEMORY_DIR',
+      `Cannot remove ${rel}: it is not inside the memory directory.`,
+    );
+  }
+  let fileRemoved = true;
+  try {
+    await fs.unlink(join(parent.path, posix.basename(rel)));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    fileRemoved = false;
+  }
+  const inTeam = rel.startsWith(`${TEAM_DIRNAME}/`);
+  const indexPath = inTeam
+    ? join(memoryDir, TEAM_DIRNAME, ENTRYPOINT_NAME)
+    : join(memoryDir, ENTRYPOINT_NAME);
+  const key = inTeam ? rel.slice(TEAM_DIRNAME.length + 1) : rel;
+  const { removed } = await removeIndexEntry(indexPath, key);
+  return { fileRemoved, indexLinesRemoved: removed };
+}
