@@ -46,6 +46,13 @@ async function withClient<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> 
   }
 }
 
+/** Drops a namespace's schema (queues and state) from the test server. */
+export async function dropPostgresNamespace(namespace: string): Promise<void> {
+  await withClient((c) =>
+    c.query(`DROP SCHEMA IF EXISTS ${quoteSchemaName(postgresSchemaFor(namespace))} CASCADE`),
+  );
+}
+
 const postgresBackend: TestBackend = {
   kind: 'postgres',
   config: () => ({ kind: 'postgres', url: inject('postgresUrl'), implicit: false }),
@@ -56,11 +63,7 @@ const postgresBackend: TestBackend = {
   }),
   async prepare(namespace, closer) {
     // Registered first so it runs last: after every queue, worker and engine of the test is closed.
-    closer.defer(() =>
-      withClient((c) =>
-        c.query(`DROP SCHEMA IF EXISTS ${quoteSchemaName(postgresSchemaFor(namespace))} CASCADE`),
-      ),
-    );
+    closer.defer(() => dropPostgresNamespace(namespace));
     await prepareBackend(this.config(), namespace);
   },
   async stealJobLock(namespace, queue, jobId) {
