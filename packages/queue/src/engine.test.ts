@@ -85,6 +85,49 @@ describe('PostgreSQL migrations', () => {
   });
 });
 
+describe('BullMQ 6.7 PostgreSQL QueueEvents', () => {
+  const backend = TEST_BACKENDS.find(([kind]) => kind === 'postgres')![1];
+
+  // Known limitation, pinned so an upgrade that fixes it is noticed: QueueEvents pages events by
+  // `id > cursor`, but ids come from a sequence at insert time, so an event whose transaction commits after a
+  // later-numbered one is skipped for good. Callers that must not miss a completion (the agent's recall check)
+  // poll the job's state instead of relying on QueueEvents alone.
+  it('can miss an event committed out of id order', async () => {
+    const { producer, namespace } = await testEngines(backend, closer);
+    const events = closer.add(producer.createQueueEvents('ordering'));
+    const seen: string[] = [];
+    events.on('completed', ({ jobId }) => seen.push(jobId));
+    await events.waitUntilReady();
+    await new Promise((r) => setTimeout(r, 200));
+    const schema = `"${postgresSchemaFor(namespace)}"`;
+    const clients = [0, 1, 2].map(() => new pg.Client({ connectionString: inject('postgresUrl') }));
+    await Promise.all(clients.map((c) => c.connect()));
+    closer.defer(() => Promise.all(clients.map((c) => c.end())));
+    const [slow, fast, blocker] = clients as [pg.Client, pg.Client, pg.Client];
+    const publish = (c: pg.Client, jobId: string) =>
+      c.query(`SELECT ${schema}.publish_event('ordering', 'completed', $1::jsonb)`, [
+        JSON.stringify({ jobId, returnvalue: '"ok"' }),
+      ]);
+    const waitSeen = async (jobId: string) => {
+      const deadline = Date.now() + 10_000;
+      while (!seen.includes(jobId) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    };
+    // Two workers finish jobs at once: the slower transaction drew the lower event id. (The blocker only
+    // keeps the slow one from also taking the per-queue NOTIFY lock, as a concurrent committer would.)
+    await blocker.query('BEGIN');
+    await blocker.query(`SELECT pg_advisory_xact_lock(hashtext('bullmq:evnotify:ordering'))`);
+    await slow.query('BEGIN');
+    await publish(slow, 'first-numbered');
+    await blocker.query('COMMIT');
+    await publish(fast, 'second-numbered');
+    await waitSeen('second-numbered');
+    await slow.query('COMMIT');
+    await publish(fast, 'third-numbered');
+    await waitSeen('third-numbered');
+    expect(seen).toEqual(['second-numbered', 'third-numbered']);
+  });
+});
+
 // BullMQ features Engram relies on beyond the worker suite, checked on both engines.
 describe.each(TEST_BACKENDS)('%s engine parity', (_kind, backend) => {
   it('reports progress and completion to QueueEvents listeners (how a caller awaits a recall)', async () => {
