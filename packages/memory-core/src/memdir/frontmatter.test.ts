@@ -322,6 +322,34 @@ const VALUES = [
   'say "hi"',
   'back\\slash',
   'ctrl\u0007char',
+  '0b3c9f8e-2d4a-4c6b-9a1e-7f5d3c2b1a09',
+  '7f1c2d3e-aaaa-4bbb-8ccc-123456789abc',
+  '2026-03-01',
+  '2026-3-1',
+  '2026-03-01T10:00:00Z',
+  '2026-03-01T10:00:00.123456Z',
+  '2026-03-01 10:00:00 +05:30',
+  '2026-03-01t1:02:03.5-2',
+  '2026-13-45',
+  '2026-03-01x',
+  '0b101',
+  '0b',
+  '0x1F',
+  '0x',
+  '0755',
+  '08',
+  '1_000',
+  '1_',
+  '12:30',
+  '1:2:3',
+  '190:20:30.15',
+  '1.5e-3',
+  '3 days',
+  '1st',
+  '0',
+  '00',
+  '9.',
+  '1e',
   'nel\u0085char',
   'line\u2028sep',
 ];
@@ -369,6 +397,14 @@ describe('property: the frontmatter fast path agrees with YAML wherever it answe
       { numRuns: 1500 },
     );
     expect(answered).toBeGreaterThan(100);
+  });
+
+  it('answers for newer Claude Code metadata (UUIDs, timestamps) the way js-yaml does', () => {
+    const block =
+      'name: A\nmetadata:\n  node_type: memory\n  originSessionId: 0b3c9f8e-2d4a-4c6b-9a1e-7f5d3c2b1a09\n  modified: 2026-03-01T10:00:00.000Z';
+    const fast = parseSimpleFrontmatter(block);
+    expect(fast).toBeDefined();
+    expect(fast).toEqual(yamlData(block));
   });
 
   it('answers for the common shapes (so the scan rarely needs a YAML parser)', () => {

@@ -299,9 +299,46 @@ const RESERVED_PLAIN = new Set(['null', 'Null', 'NULL', 'true', 'True', 'TRUE', 
 // Characters js-yaml refuses or treats specially anywhere in a block (tabs and CR included: not worth the risk).
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the purpose (js-yaml rejects them).
 const UNSAFE_CHARS = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\ud800-\udfff\ufeff\ufffe\uffff]/;
-// First characters that make a plain scalar something other than a plain string (indicators, numbers,
-// dates, .inf/.nan, ~ for null) — the fast path leaves those to YAML.
-const PLAIN_FIRST_UNSAFE = new Set('-?:,[]{}#&*!|>%@`.+~0123456789\'"');
+// First characters that make a plain scalar something other than a plain string (indicators, signed
+// numbers, .inf/.nan, ~ for null) — the fast path leaves those to YAML. Digits are handled below.
+const PLAIN_FIRST_UNSAFE = new Set('-?:,[]{}#&*!|>%@`.+~\'"');
+
+// js-yaml's implicit resolution of a plain scalar that starts with a digit: a superset of its integer forms
+// and its exact float pattern (both → leave to YAML), and its exact date/timestamp patterns (→ a Date built
+// the way js-yaml builds it). Anything else — UUIDs, "3 days" — is a string.
+const YAML_INT_SUPERSET = /^(?:0b[01_]*|0x[0-9a-fA-F_]*|[0-9][0-9_]*(?::[0-5]?[0-9])*)$/;
+const YAML_FLOAT =
+  /^(?:[-+]?(?:0|[1-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9_]+(?:[eE][-+]?[0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$/;
+const YAML_DATE = /^([0-9][0-9][0-9][0-9])-([0-9][0-9])-([0-9][0-9])$/;
+const YAML_TIMESTAMP =
+  /^([0-9][0-9][0-9][0-9])-([0-9][0-9]?)-([0-9][0-9]?)(?:[Tt]|[ \t]+)([0-9][0-9]?):([0-9][0-9]):([0-9][0-9])(?:\.([0-9]*))?(?:[ \t]*(Z|([-+])([0-9][0-9]?)(?::([0-9][0-9]))?))?$/;
+
+function digitLeadingScalar(value: string): string | Date | undefined {
+  if (YAML_INT_SUPERSET.test(value) || YAML_FLOAT.test(value)) return undefined;
+  // Dates and timestamps start with four digits and a dash; everything else (UUIDs…) is a string.
+  if (value.length < 8 || value.charCodeAt(4) !== 45 /* - */) return value;
+  const date = YAML_DATE.exec(value);
+  if (date) return new Date(Date.UTC(Number(date[1]), Number(date[2]) - 1, Number(date[3])));
+  const ts = YAML_TIMESTAMP.exec(value);
+  if (!ts) return value;
+  const fraction = ts[7] ? Number(ts[7].slice(0, 3).padEnd(3, '0')) : 0;
+  const result = new Date(
+    Date.UTC(
+      Number(ts[1]),
+      Number(ts[2]) - 1,
+      Number(ts[3]),
+      Number(ts[4]),
+      Number(ts[5]),
+      Number(ts[6]),
+      fraction,
+    ),
+  );
+  if (ts[9]) {
+    const delta = (Number(ts[10]) * 60 + Number(ts[11] ?? 0)) * 60_000;
+    result.setTime(result.getTime() - (ts[9] === '-' ? -delta : delta));
+  }
+  return result;
+}
 
 function isKeyChar(code: number, first: boolean): boolean {
   return (
@@ -319,9 +356,9 @@ function keyLength(line: string, start: number): number {
   return i > start && line.charCodeAt(i) === 58 /* : */ ? i - start : -1;
 }
 
-/** The string a one-line YAML value certainly means, or undefined when only YAML can say. */
-function simpleScalar(raw: string): string | undefined {
-  const value = raw.trim();
+/** The value a one-line YAML scalar certainly means (a string or a date), or undefined when only YAML can say. */
+function simpleScalar(value: string): string | Date | undefined {
+  // `value` is already trimmed by the caller.
   if (value === '') return undefined;
   const first = value.charCodeAt(0);
   if (first === 34 /* " */) {
@@ -342,6 +379,7 @@ function simpleScalar(raw: string): string | undefined {
   if (value.charCodeAt(value.length - 1) === 58 || value.includes(': ') || value.includes(' #'))
     return undefined;
   if (value.length <= 5 && RESERVED_PLAIN.has(value)) return undefined;
+  if (first >= 48 && first <= 57) return digitLeadingScalar(value);
   return value;
 }
 
@@ -379,7 +417,7 @@ export function parseSimpleFrontmatter(block: string): Record<string, unknown> |
       const key = block.slice(keyStart, colon);
       nested ??= {};
       if (key === '__proto__' || Object.hasOwn(nested, key)) return undefined;
-      const value = simpleScalar(block.slice(colon + 2, eol));
+      const value = simpleScalar(block.slice(colon + 2, eol).trim());
       if (value === undefined) return undefined;
       nested[key] = value;
       pos = eol + 1;
@@ -398,8 +436,8 @@ export function parseSimpleFrontmatter(block: string): Record<string, unknown> |
     if (key === '__proto__' || Object.hasOwn(data, key)) return undefined;
     if (colon + 1 < eol) {
       if (block.charCodeAt(colon + 1) !== 32) return undefined;
-      const rest = block.slice(colon + 2, eol);
-      if (rest.trim() !== '') {
+      const rest = block.slice(colon + 2, eol).trim();
+      if (rest !== '') {
         const value = simpleScalar(rest);
         if (value === undefined) return undefined;
         data[key] = value;
