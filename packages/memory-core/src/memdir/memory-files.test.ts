@@ -176,3 +176,42 @@ describe('forgetMemory', () => {
     expect(readFileSync(join(base, 'outside', 'victim.md'), 'utf8')).toBe('keep');
   });
 });
+
+describe('ensureIndexPointer', () => {
+  it('adds a pointer built from frontmatter once, in the right scope, and leaves existing ones alone', async () => {
+    const { ensureIndexPointer } = await import('./memory-files.js');
+    const { mkdtempSync, promises: fsp } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const dir = mkdtempSync(join(tmpdir(), 'engram-ensure-'));
+    await fsp.writeFile(
+      join(dir, 'user_role.md'),
+      '---\nname: User role\ndescription: Senior Go engineer, new to React\ntype: user\n---\nBody\n',
+    );
+    await fsp.writeFile(join(dir, 'MEMORY.md'), '# Index\n\nSome prose the user wrote.\n');
+    expect(await ensureIndexPointer(dir, 'user_role.md')).toEqual({
+      added: true,
+      type: 'user',
+      name: 'User role',
+    });
+    expect(await ensureIndexPointer(dir, 'user_role.md')).toEqual({
+      added: false,
+      type: 'user',
+      name: 'User role',
+    });
+    expect(await fsp.readFile(join(dir, 'MEMORY.md'), 'utf8')).toBe(
+      '# Index\n\nSome prose the user wrote.\n- [User role](user_role.md) — Senior Go engineer, new to React\n',
+    );
+    await fsp.mkdir(join(dir, 'team'));
+    await fsp.writeFile(
+      join(dir, 'team', 'ci.md'),
+      '---\nname: CI\ndescription: Flaky job list\ntype: reference\n---\nx\n',
+    );
+    expect((await ensureIndexPointer(dir, 'team/ci.md')).added).toBe(true);
+    expect(await fsp.readFile(join(dir, 'team', 'MEMORY.md'), 'utf8')).toContain(
+      '- [CI](ci.md) — Flaky job list',
+    );
+    expect(await ensureIndexPointer(dir, 'gone.md')).toEqual({ added: false });
+    await expect(ensureIndexPointer(dir, '../escape.md')).rejects.toThrow(/leaves the memory directory/);
+  });
+});

@@ -11,7 +11,7 @@ import {
   type SerializableMemory,
   serializeMemoryFile,
 } from './frontmatter.js';
-import { removeIndexEntry } from './index-file.js';
+import { parseIndexEntries, removeIndexEntry, upsertIndexEntry } from './index-file.js';
 import type { MemoryType } from './memory-types.js';
 import { type MemoryFileProblem, scanMemoryDir } from './scan.js';
 
@@ -181,4 +181,45 @@ export async function forgetMemory(
   const key = inTeam ? rel.slice(TEAM_DIRNAME.length + 1) : rel;
   const { removed } = await removeIndexEntry(indexPath, key);
   return { fileRemoved, indexLinesRemoved: removed };
+}
+
+/**
+ * Makes sure a memory file has a pointer in the MEMORY.md of its scope (team/ files in team/MEMORY.md, all
+ * others in the root index), built from its frontmatter. Pointer maintenance is mechanical, so jobs guarantee
+ * it after a model wrote memories instead of trusting the model to have done step two. Returns the file's type.
+ */
+export async function ensureIndexPointer(
+  memoryDir: string,
+  relPath: string,
+): Promise<{ added: boolean; type?: MemoryType; name?: string }> {
+  const rel = validateMemoryRelPath(relPath);
+  const inTeam = rel.startsWith(`${TEAM_DIRNAME}/`);
+  const indexDir = inTeam ? join(memoryDir, TEAM_DIRNAME) : memoryDir;
+  const file = inTeam ? rel.slice(TEAM_DIRNAME.length + 1) : rel;
+  let fields: { name?: string; description?: string; type?: MemoryType } = {};
+  try {
+    fields = parseMemoryFile(await fs.readFile(join(memoryDir, rel), 'utf8'), rel);
+  } catch (error) {
+    // An unparseable memory still gets a pointer (the scan reports the problem); a missing one does not.
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { added: false };
+  }
+  const indexPath = join(indexDir, ENTRYPOINT_NAME);
+  let content = '';
+  try {
+    content = await fs.readFile(indexPath, 'utf8');
+  } catch {
+    // no index yet: the upsert creates it
+  }
+  const info = {
+    ...(fields.type ? { type: fields.type } : {}),
+    ...(fields.name ? { name: fields.name } : {}),
+  };
+  if (parseIndexEntries(content).some((entry) => entry.file === file)) return { added: false, ...info };
+  await fs.mkdir(indexDir, { recursive: true, mode: 0o700 });
+  const { changed } = await upsertIndexEntry(indexPath, {
+    title: fields.name ?? posix.basename(file, '.md'),
+    file,
+    hook: fields.description ?? '',
+  });
+  return { added: changed, ...info };
 }

@@ -167,3 +167,45 @@ describe('isMemoryPathSync', () => {
     expect(isMemoryPathSync(path, `${mem}/`)).toBe(expected);
   });
 });
+
+describe('engramPathsFromDirNames', () => {
+  it('rebuilds the same layout a worker needs from a payload’s sanitized names', async () => {
+    const { engramPathsFor, engramPathsFromDirNames } = await import('./memory-paths.js');
+    const agent = engramPathsFor({
+      engramHome: '/srv/engram',
+      cwd: '/home/me/repo/sub',
+      projectRoot: '/home/me/repo',
+    });
+    const worker = engramPathsFromDirNames({
+      engramHome: '/srv/engram',
+      projectDirName: '-home-me-repo',
+      transcriptDirName: '-home-me-repo-sub',
+    });
+    expect(worker.memoryDir).toBe(agent.memoryDir);
+    expect(worker.memoryIndexPath).toBe(agent.memoryIndexPath);
+    expect(worker.transcriptPath('s1')).toBe(agent.transcriptPath('s1'));
+    expect(worker.sessionMemoryPath('s1')).toBe(agent.sessionMemoryPath('s1'));
+    expect(worker.toolResultsDir('s1')).toBe(agent.toolResultsDir('s1'));
+  });
+
+  it.each(['..', '../x', '/etc', 'a/b', 'a.b', '', 'a\u0000'])(
+    'refuses %j as a directory name',
+    async (name) => {
+      const { engramPathsFromDirNames } = await import('./memory-paths.js');
+      expect(() =>
+        engramPathsFromDirNames({
+          engramHome: '/srv/engram',
+          projectDirName: name,
+          transcriptDirName: '-ok',
+        }),
+      ).toThrow(/sanitized directory name/);
+      expect(() =>
+        engramPathsFromDirNames({
+          engramHome: '/srv/engram',
+          projectDirName: '-ok',
+          transcriptDirName: name,
+        }),
+      ).toThrow(/sanitized directory name/);
+    },
+  );
+});

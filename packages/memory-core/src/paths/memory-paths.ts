@@ -23,6 +23,7 @@ export type MemoryPathErrorCode =
   | 'NUL_BYTE'
   | 'INVALID_SESSION_ID'
   | 'INVALID_MEMORY_FILE'
+  | 'INVALID_DIR_NAME'
   | 'OUTSIDE_MEMORY_DIR';
 
 export class MemoryPathError extends Error {
@@ -133,18 +134,56 @@ export async function resolveEngramPaths(opts: EngramPathOptions): Promise<Engra
 
 /** Synchronous variant for callers that already know the project root (e.g. from a job payload). */
 export function engramPathsFor(opts: EngramPathOptions & { projectRoot: string }): EngramPaths {
-  const engramHome = stripTrailingSeparators(normalize(requireAbsolute(opts.engramHome, 'engramHome')));
   const cwd = stripTrailingSeparators(normalize(requireAbsolute(opts.cwd, 'cwd')));
   const projectRoot = stripTrailingSeparators(normalize(requireAbsolute(opts.projectRoot, 'projectRoot')));
-  const projectDir = join(engramHome, PROJECTS_DIRNAME, sanitizePath(projectRoot));
+  return {
+    ...engramPathsFromDirNames({
+      engramHome: opts.engramHome,
+      projectDirName: sanitizePath(projectRoot),
+      transcriptDirName: sanitizePath(cwd),
+      ...(opts.memoryDirOverride !== undefined ? { memoryDirOverride: opts.memoryDirOverride } : {}),
+    }),
+    cwd,
+    projectRoot,
+  };
+}
+
+export interface DirNamePathOptions {
+  engramHome: string;
+  /** sanitizePath(projectRoot), as carried by job payloads. */
+  projectDirName: string;
+  /** sanitizePath(cwd), as carried by job payloads. */
+  transcriptDirName: string;
+  memoryDirOverride?: string | undefined;
+}
+
+/**
+ * Paths for a worker that knows a session only by the sanitized directory names in its job payload (the
+ * original project root and cwd belong to the agent's machine). `cwd` and `projectRoot` are unknown here and
+ * set to the corresponding directories under ENGRAM_HOME.
+ */
+export function engramPathsFromDirNames(opts: DirNamePathOptions): EngramPaths {
+  for (const [label, name] of [
+    ['projectDirName', opts.projectDirName],
+    ['transcriptDirName', opts.transcriptDirName],
+  ] as const) {
+    if (!/^[A-Za-z0-9-]{1,250}$/.test(name)) {
+      throw new MemoryPathError(
+        'INVALID_DIR_NAME',
+        `${label} must be a sanitized directory name ([A-Za-z0-9-]).`,
+      );
+    }
+  }
+  const engramHome = stripTrailingSeparators(normalize(requireAbsolute(opts.engramHome, 'engramHome')));
+  const projectDir = join(engramHome, PROJECTS_DIRNAME, opts.projectDirName);
   const memoryDir = validateMemoryDirOverride(opts.memoryDirOverride) ?? join(projectDir, MEMORY_DIRNAME);
   const teamDir = join(memoryDir, TEAM_DIRNAME);
-  const transcriptDir = join(engramHome, PROJECTS_DIRNAME, sanitizePath(cwd));
+  const transcriptDir = join(engramHome, PROJECTS_DIRNAME, opts.transcriptDirName);
   const sessionDir = (sessionId: string) => join(transcriptDir, validateSessionId(sessionId));
   return {
     engramHome,
-    cwd,
-    projectRoot,
+    cwd: transcriptDir,
+    projectRoot: projectDir,
     projectDir,
     memoryDir,
     memoryIndexPath: join(memoryDir, ENTRYPOINT_NAME),

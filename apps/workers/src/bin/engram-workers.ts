@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+import { ConfigError, loadWorkersConfig } from '../config.js';
+import { createHandlers } from '../handlers.js';
+import { createLogger } from '../logger.js';
+import { startWorkerService } from '../service.js';
+
+// `engram-workers`: run the memory worker pool until SIGTERM/SIGINT.
+
+async function main(): Promise<void> {
+  let config: ReturnType<typeof loadWorkersConfig>;
+  try {
+    config = loadWorkersConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  const logger = createLogger(config.logLevel);
+  const service = await startWorkerService({ config, logger, handlers: createHandlers });
+  logger.info({ queues: [...service.workers.keys()] }, 'engram workers running');
+  const shutdown = (signal: string) => {
+    service.stop(signal).then(
+      () => process.exit(0),
+      (error: Error) => {
+        logger.error({ err: error.message }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+}
+
+main().catch((error: Error & { code?: string }) => {
+  process.stderr.write(`engram-workers: ${error.code ? `[${error.code}] ` : ''}${error.message}\n`);
+  process.exit(1);
+});

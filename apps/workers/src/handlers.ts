@@ -1,0 +1,19 @@
+import { createModelClient } from '@engram/agent-runtime/model/client';
+import { createExtractHandler } from './jobs/extract.js';
+import type { HandlerDeps, WorkerHandlers } from './service.js';
+
+// Composition of the job handlers this build runs, with the shared model client.
+
+export function createHandlers(deps: HandlerDeps): WorkerHandlers {
+  const { anthropic } = deps.config;
+  const client = createModelClient({
+    // A local Anthropic-compatible server may not need a key; the SDK still requires a value.
+    apiKey: anthropic.apiKey ?? 'unset',
+    ...(anthropic.baseURL ? { baseURL: anthropic.baseURL } : {}),
+    // BullMQ owns retries (backoff with jitter, visible on the job); the SDK retries at most once inside a job.
+    maxRetries: anthropic.maxRetries,
+  });
+  return {
+    extract: createExtractHandler({ ...deps, client }),
+  };
+}

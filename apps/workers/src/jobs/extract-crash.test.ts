@@ -1,0 +1,218 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, promises as fs, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
+import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
+import type { ExtractResult } from '@engram/queue/jobs/extract';
+import { startLocalRedis } from '@engram/queue/local-redis';
+import { JobProducer } from '@engram/queue/producer';
+import { SessionState } from '@engram/queue/state/session-state';
+import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadWorkersConfig } from '../config.js';
+import { createHandlers } from '../handlers.js';
+import { createLogger } from '../logger.js';
+import { startWorkerService } from '../service.js';
+import { createForeground, isExtractionRequest, lastUserText } from '../testing/foreground.test-helpers.js';
+
+// Crash safety with real processes: a worker killed with SIGKILL mid-fork, and Redis restarted mid-batch.
+
+const WORKER_BIN = fileURLToPath(new URL('../../dist/bin/engram-workers.js', import.meta.url));
+
+let server: ModelServer;
+const closer = new Closer();
+beforeAll(async () => {
+  if (!existsSync(WORKER_BIN)) throw new Error(`${WORKER_BIN} is missing: run \`npm run build\` first.`);
+  server = await startModelServer();
+});
+afterEach(async () => {
+  await closer.closeAll();
+  server.reset();
+});
+afterAll(() => server.close());
+
+const MEMORY =
+  '---\nname: Use pnpm\ndescription: The user wants pnpm, never npm\ntype: feedback\n---\nUse pnpm.\n\n**Why:** npm breaks workspace links.\n**How to apply:** pnpm install / pnpm test.\n';
+
+function spawnWorker(env: Record<string, string>): ChildProcess {
+  const child = spawn(process.execPath, [WORKER_BIN], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (c: Buffer) => {
+    stderr += c.toString();
+  });
+  child.on('exit', (code, signal) => {
+    if (code && code !== 0 && signal === null) process.stderr.write(`worker exited ${code}: ${stderr}\n`);
+  });
+  closer.defer(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGKILL');
+      await exited;
+    }
+  });
+  return child;
+}
+
+async function waitUntil(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('crash safety', () => {
+  it('a worker killed mid-fork: another worker recovers the job; one memory, cursor advanced, no temp file', async () => {
+    const fg = createForeground(server);
+    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
+    let forkRuns = 0;
+    let secondTurns = 0;
+    server.route(
+      'extract',
+      (r) => isExtractionRequest(r.body),
+      (r): ScriptStep => {
+        if (lastUserText(r.body).includes('You are now the memory extraction subagent')) {
+          forkRuns++;
+          return reply(
+            text('Saving.'),
+            toolUse('Write', { file_path: join(fg.paths.memoryDir, 'feedback_pnpm.md'), content: MEMORY }),
+          );
+        }
+        secondTurns++;
+        // The first run hangs here (after its Write landed) long enough to be killed.
+        return textReply('Saved.', secondTurns === 1 ? { latencyMs: 8_000 } : {});
+      },
+    );
+    const leaf = await fg.turn('always use pnpm in this repo, never npm');
+
+    const namespace = uniquePrefix('crash');
+    const env = {
+      REDIS_URL: inject('redisUrl'),
+      ENGRAM_HOME: fg.engramHome,
+      ENGRAM_NAMESPACE: namespace,
+      ENGRAM_QUEUES: 'extract',
+      ENGRAM_WORKERS_PORT: '0',
+      ANTHROPIC_API_KEY: 'test',
+      ANTHROPIC_BASE_URL: server.url,
+      ENGRAM_MODEL_MAX_RETRIES: '0',
+      ENGRAM_LOCK_DURATION_MS: '1500',
+      ENGRAM_STALLED_INTERVAL_MS: '500',
+      LOG_LEVEL: 'warn',
+    };
+    const engine: QueueEngine = closer.add(
+      createQueueEngine({
+        config: { kind: 'redis', url: inject('redisUrl'), implicit: false },
+        profile: 'worker',
+        namespace,
+      }),
+    );
+    const producer = closer.add(new JobProducer(engine));
+    const a = spawnWorker(env);
+    const receipt = await producer.enqueue('extract', fg.extractPayload(leaf));
+    await waitUntil(() => secondTurns === 1, 'first fork to write and hang');
+    expect(existsSync(join(fg.paths.memoryDir, 'feedback_pnpm.md'))).toBe(true);
+
+    spawnWorker(env);
+    const killed = new Promise((r) => a.once('exit', r));
+    a.kill('SIGKILL');
+    await killed;
+
+    const queue = producer.queue('extract');
+    await waitUntil(
+      async () => (await queue.getJob(receipt.jobId))?.finishedOn !== undefined,
+      'recovery by the second worker',
+    );
+    const job = await queue.getJob(receipt.jobId);
+    expect(await job?.getState()).toBe('completed');
+    expect((job?.returnvalue as ExtractResult).outcome).toBe('extracted');
+    expect(forkRuns).toBe(2);
+
+    const files = readdirSync(fg.paths.memoryDir).sort();
+    expect(files).toEqual(['MEMORY.md', 'feedback_pnpm.md']);
+    const index = await fs.readFile(fg.paths.memoryIndexPath, 'utf8');
+    expect(parseIndexEntries(index).filter((e) => e.file === 'feedback_pnpm.md')).toHaveLength(1);
+    expect(await fs.readFile(join(fg.paths.memoryDir, 'feedback_pnpm.md'), 'utf8')).toBe(MEMORY);
+    const state = new SessionState(engine.state, fg.extractPayload(leaf));
+    expect(await state.extractCursor()).toEqual({ leafUuid: leaf.leafUuid, leafSeq: leaf.leafSeq });
+  }, 60_000);
+
+  it('Redis stopped and restarted during a batch: every job completes after reconnect', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'engram-restart-redis-'));
+    const redis = await startLocalRedis({ dir, persist: true });
+    closer.defer(async () => {
+      await redis.stop();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    server.route(
+      'parent',
+      (r) => !isExtractionRequest(r.body),
+      (r) => textReply(`ok ${r.index}`),
+      { sticky: true },
+    );
+    server.route(
+      'extract',
+      (r) => isExtractionRequest(r.body),
+      () => textReply('Nothing new to save.', { latencyMs: 300 }),
+      {
+        sticky: true,
+      },
+    );
+    const engramHome = mkdtempSync(join(tmpdir(), 'engram-home-'));
+    const sessions = await Promise.all(
+      Array.from({ length: 6 }, async (_, i) => {
+        const fg = createForeground(server, { engramHome });
+        return { fg, leaf: await fg.turn(`turn number ${i} with words`) };
+      }),
+    );
+    const namespace = uniquePrefix('restart');
+    const config = loadWorkersConfig({
+      REDIS_URL: redis.url,
+      ENGRAM_HOME: engramHome,
+      ENGRAM_NAMESPACE: namespace,
+      ENGRAM_QUEUES: 'extract',
+      ENGRAM_CONCURRENCY_EXTRACT: '2',
+      ANTHROPIC_API_KEY: 'test',
+      ANTHROPIC_BASE_URL: server.url,
+      ENGRAM_MODEL_MAX_RETRIES: '0',
+      LOG_LEVEL: 'silent',
+    });
+    const service = await startWorkerService({
+      config,
+      logger: createLogger('silent'),
+      handlers: createHandlers,
+      http: false,
+    });
+    closer.defer(() => service.stop('test'));
+    const producer = closer.add(
+      new JobProducer(service.engine, {
+        config: { extract: { backoff: { type: 'exponential', delayMs: 100, jitter: 0 } } },
+      }),
+    );
+    for (const { fg, leaf } of sessions) await producer.enqueue('extract', fg.extractPayload(leaf));
+
+    await waitUntil(() => server.messageRequests('extract').length >= 1, 'first fork in flight');
+    await redis.stop();
+    await new Promise((r) => setTimeout(r, 1_000));
+    await redis.start();
+
+    const queue = producer.queue('extract');
+    await waitUntil(
+      async () => (await queue.getJobCounts('completed')).completed === sessions.length,
+      'all jobs completed',
+      60_000,
+    );
+    for (const { fg, leaf } of sessions) {
+      const cursor = await new SessionState(service.engine.state, fg.extractPayload(leaf)).extractCursor();
+      expect(cursor?.leafSeq).toBe(leaf.leafSeq);
+    }
+    expect((await queue.getJobCounts('failed')).failed).toBe(0);
+  }, 90_000);
+});

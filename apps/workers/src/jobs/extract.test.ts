@@ -1,0 +1,291 @@
+import { existsSync, promises as fs, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseMemoryFile } from '@engram/memory-core/memdir/frontmatter';
+import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
+import type { ExtractResult } from '@engram/queue/jobs/extract';
+import { JobProducer } from '@engram/queue/producer';
+import { SessionState } from '@engram/queue/state/session-state';
+import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
+import { comparePrefix } from '@engram/testkit/prefix';
+import { errors, reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadWorkersConfig } from '../config.js';
+import { createHandlers } from '../handlers.js';
+import { createLogger } from '../logger.js';
+import { startWorkerService, type WorkerService } from '../service.js';
+import {
+  createForeground,
+  type ForegroundSession,
+  isExtractionRequest,
+  lastUserText,
+} from '../testing/foreground.test-helpers.js';
+
+let server: ModelServer;
+const closer = new Closer();
+beforeAll(async () => {
+  server = await startModelServer();
+});
+afterEach(async () => {
+  await closer.closeAll();
+  server.reset();
+});
+afterAll(() => server.close());
+
+const PNPM_MEMORY = [
+  '---',
+  'name: Use pnpm',
+  'description: The user wants pnpm, never npm, for installs and scripts in this repo',
+  'type: feedback',
+  '---',
+  'Always use pnpm in this repository.',
+  '',
+  '**Why:** the user said npm breaks their workspace links.',
+  '**How to apply:** run `pnpm install` / `pnpm test`, never npm.',
+  '',
+].join('\n');
+
+async function startService(engramHome: string, extra: Record<string, string> = {}): Promise<WorkerService> {
+  const config = loadWorkersConfig({
+    REDIS_URL: inject('redisUrl'),
+    ENGRAM_HOME: engramHome,
+    ENGRAM_NAMESPACE: uniquePrefix('extract'),
+    ENGRAM_QUEUES: 'extract',
+    ENGRAM_WORKERS_PORT: '0',
+    ANTHROPIC_API_KEY: 'test',
+    ANTHROPIC_BASE_URL: server.url,
+    ENGRAM_MODEL_MAX_RETRIES: '0',
+    LOG_LEVEL: 'silent',
+    ...extra,
+  });
+  const service = await startWorkerService({
+    config,
+    logger: createLogger('silent'),
+    handlers: createHandlers,
+    http: false,
+  });
+  closer.defer(() => service.stop('test'));
+  return service;
+}
+
+function producerFor(service: WorkerService) {
+  return closer.add(
+    new JobProducer(service.engine, {
+      config: { extract: { backoff: { type: 'exponential', delayMs: 50, jitter: 0 } } },
+    }),
+  );
+}
+
+async function waitForResults(
+  service: WorkerService,
+  n: number,
+  timeoutMs = 15_000,
+): Promise<ExtractResult[]> {
+  const queue = producerFor(service).queue('extract');
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const done = await queue.getJobs(['completed']);
+    if (done.length >= n) {
+      return done
+        .sort((a, b) => (a.finishedOn ?? 0) - (b.finishedOn ?? 0))
+        .map((j) => j.returnvalue as ExtractResult);
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  const failed = await queue.getJobs(['failed']);
+  throw new Error(
+    `timed out waiting for ${n} completed extract jobs; failed: ${failed.map((j) => j.failedReason).join(' | ')}`,
+  );
+}
+
+/** The extraction fork's script: Read nothing, write the pnpm memory (and optionally try to escape), then stop. */
+function extractionScript(fg: ForegroundSession, opts: { escape?: string } = {}) {
+  const forkFirst: RecordedRequest[] = [];
+  server.route(
+    'extract',
+    (r) => isExtractionRequest(r.body),
+    (r): ScriptStep => {
+      if (lastUserText(r.body).includes('You are now the memory extraction subagent')) {
+        forkFirst.push(r);
+        const calls = [
+          toolUse('Write', { file_path: join(fg.paths.memoryDir, 'feedback_pnpm.md'), content: PNPM_MEMORY }),
+        ];
+        if (opts.escape) calls.push(toolUse('Write', { file_path: opts.escape, content: 'pwned' }));
+        return reply(text('Saving the preference.'), ...calls);
+      }
+      return textReply('Saved 1 memory.');
+    },
+  );
+  return forkFirst;
+}
+
+describe('extract end to end', () => {
+  it('turns a stated preference into a typed memory with an index pointer, from a cache-sharing fork', async () => {
+    const fg = createForeground(server);
+    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Got it — pnpm from now on.')]);
+    const forkFirst = extractionScript(fg, { escape: join(fg.cwd, 'outside.txt') });
+    const leaf = await fg.turn(
+      'Please always use pnpm in this repo, never npm: npm breaks our workspace links.',
+    );
+
+    const service = await startService(fg.engramHome);
+    await producerFor(service).enqueue('extract', fg.extractPayload(leaf));
+    const [result] = await waitForResults(service, 1);
+
+    expect(result).toMatchObject({
+      outcome: 'extracted',
+      memories: [{ path: 'feedback_pnpm.md', type: 'feedback', action: 'created' }],
+      deniedToolCalls: 1,
+    });
+    const memory = parseMemoryFile(
+      await fs.readFile(join(fg.paths.memoryDir, 'feedback_pnpm.md'), 'utf8'),
+      'x',
+    );
+    expect(memory).toMatchObject({ name: 'Use pnpm', type: 'feedback' });
+    const index = await fs.readFile(fg.paths.memoryIndexPath, 'utf8');
+    expect(parseIndexEntries(index).map((e) => e.file)).toEqual(['feedback_pnpm.md']);
+    // The denied Write outside the memory directory changed nothing on disk.
+    expect(existsSync(join(fg.cwd, 'outside.txt'))).toBe(false);
+
+    // The fork's first request repeats the parent's last request and is served from the prompt cache.
+    const parentLast = server.messageRequests('parent').at(-1)!;
+    const cmp = comparePrefix(parentLast.body, forkFirst[0]!.body);
+    expect(cmp).toMatchObject({ sameModel: true, sameSystem: true, sameTools: true, aIsPrefixOfB: true });
+    // The fork adds exactly the parent's final reply and the instruction.
+    expect(forkFirst[0]!.body.messages.length).toBe(parentLast.body.messages.length + 2);
+    const parentCached =
+      (parentLast.response?.usage?.cache_read_input_tokens ?? 0) +
+      (parentLast.response?.usage?.cache_creation_input_tokens ?? 0);
+    expect(forkFirst[0]!.response?.usage?.cache_read_input_tokens).toBeGreaterThanOrEqual(parentCached);
+    expect(result!.usage.cacheReadInputTokens).toBeGreaterThan(0);
+
+    const cursor = await new SessionState(service.engine.state, fg.extractPayload(leaf)).extractCursor();
+    expect(cursor).toEqual({ leafUuid: leaf.leafUuid, leafSeq: leaf.leafSeq });
+  });
+
+  it('coalesces three turns ended during a running extraction into one trailing run over only the newer messages', async () => {
+    const fg = createForeground(server);
+    server.route(
+      'parent',
+      (r) => !isExtractionRequest(r.body),
+      (r) => textReply(`ok ${r.index}`),
+      { sticky: true },
+    );
+    const prompts: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    server.route(
+      'extract',
+      (r) => isExtractionRequest(r.body),
+      async (r): Promise<ScriptStep> => {
+        const last = lastUserText(r.body);
+        if (last.includes('You are now the memory extraction subagent')) {
+          prompts.push(last);
+          if (prompts.length === 1) await gate;
+        }
+        return textReply('Nothing worth saving.');
+      },
+    );
+    const service = await startService(fg.engramHome);
+    const producer = producerFor(service);
+    const first = await fg.turn('first turn with some words');
+    await producer.enqueue('extract', fg.extractPayload(first));
+    await waitUntil(() => prompts.length === 1, 'first fork running');
+    let last = first;
+    for (const p of ['second turn words', 'third turn words', 'fourth turn words']) {
+      last = await fg.turn(p);
+      await producer.enqueue('extract', fg.extractPayload(last));
+    }
+    release();
+    const results = await waitForResults(service, 2);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(prompts).toHaveLength(2);
+    expect(results.map((r) => r.outcome)).toEqual(['extracted', 'extracted']);
+    expect(results[1]).toMatchObject({ fromSeq: first.leafSeq, toSeq: last.leafSeq });
+    // First run: 2 messages (user, assistant). Trailing run: the 6 messages of the three newer turns only.
+    expect(prompts[0]).toContain('most recent ~2 messages');
+    expect(prompts[1]).toContain('most recent ~6 messages');
+  });
+
+  it('skips the fork and advances the cursor when the agent wrote memory itself since the cursor', async () => {
+    const fg = createForeground(server);
+    server.route('parent', (r) => !isExtractionRequest(r.body), [
+      reply(toolUse('Write', { file_path: join(fg.paths.memoryDir, 'user_role.md'), content: PNPM_MEMORY })),
+      textReply('Remembered.'),
+    ]);
+    server.route('extract', (r) => isExtractionRequest(r.body), [textReply('should never be asked')]);
+    await fs.mkdir(fg.paths.memoryDir, { recursive: true });
+    const leaf = await fg.turn('remember that I am a Go developer');
+    const service = await startService(fg.engramHome);
+    await producerFor(service).enqueue('extract', fg.extractPayload(leaf));
+    const [result] = await waitForResults(service, 1);
+    expect(result?.outcome).toBe('skipped-direct-write');
+    expect(server.messageRequests('extract')).toHaveLength(0);
+    const cursor = await new SessionState(service.engine.state, fg.extractPayload(leaf)).extractCursor();
+    expect(cursor?.leafSeq).toBe(leaf.leafSeq);
+  });
+
+  it('retries model overload (529, 429) with backoff and then succeeds', async () => {
+    const fg = createForeground(server);
+    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Sure.')]);
+    const steps: ScriptStep[] = [errors.overloaded(), errors.rateLimited()];
+    server.route(
+      'flaky',
+      (r) => isExtractionRequest(r.body) && steps.length > 0,
+      () => steps.shift()!,
+    );
+    const forkFirst = extractionScript(fg);
+    const leaf = await fg.turn('always use pnpm please, never npm');
+    const service = await startService(fg.engramHome);
+    const receipt = await producerFor(service).enqueue('extract', fg.extractPayload(leaf));
+    const [result] = await waitForResults(service, 1);
+    expect(result?.outcome).toBe('extracted');
+    const job = await producerFor(service).queue('extract').getJob(receipt.jobId);
+    // Two failed attempts (529, then 429), each retried by BullMQ after its backoff, then the successful third.
+    expect(job?.attemptsMade).toBe(3);
+    expect(server.messageRequests('flaky').map((r) => r.response?.status)).toEqual([529, 429]);
+    expect(forkFirst).toHaveLength(1);
+  });
+
+  it('fails a job whose leaf is not in the transcript once, without retrying, with the reason', async () => {
+    const fg = createForeground(server);
+    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Sure.')]);
+    const leaf = await fg.turn('hello there friend');
+    const service = await startService(fg.engramHome);
+    const producer = producerFor(service);
+    const receipt = await producer.enqueue(
+      'extract',
+      fg.extractPayload({ leafUuid: 'not-a-real-uuid', leafSeq: leaf.leafSeq + 5 }),
+    );
+    await waitUntil(
+      async () => (await producer.queue('extract').getJob(receipt.jobId))?.failedReason !== undefined,
+      'failure',
+    );
+    const job = await producer.queue('extract').getJob(receipt.jobId);
+    expect(job?.attemptsMade).toBe(1);
+    expect(job?.failedReason).toContain('LEAF_NOT_FOUND');
+    expect(server.messageRequests()).toHaveLength(1);
+  });
+
+  it('leaves no temp files in the memory directory', async () => {
+    const fg = createForeground(server);
+    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Sure.')]);
+    extractionScript(fg);
+    const leaf = await fg.turn('always use pnpm please, never npm');
+    const service = await startService(fg.engramHome);
+    await producerFor(service).enqueue('extract', fg.extractPayload(leaf));
+    await waitForResults(service, 1);
+    expect(readdirSync(fg.paths.memoryDir).sort()).toEqual(['MEMORY.md', 'feedback_pnpm.md']);
+  });
+});
+
+async function waitUntil(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}

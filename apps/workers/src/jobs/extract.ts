@@ -1,0 +1,200 @@
+import { promises as fs } from 'node:fs';
+import { relative, sep } from 'node:path';
+import { cacheSafeParamsPathFor, loadCacheSafeParams } from '@engram/agent-runtime/fork/cache-safe-params';
+import { runForkedAgent } from '@engram/agent-runtime/fork/run-forked-agent';
+import type { ModelClient } from '@engram/agent-runtime/model/client';
+import { buildChain } from '@engram/agent-runtime/transcript/chain';
+import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
+import { removeStaleTempFiles } from '@engram/fs-atomic/atomic-write';
+import {
+  countModelVisibleMessagesSince,
+  hasMemoryWritesSince,
+  isMemoryPathSync,
+} from '@engram/memory-core/extraction/memory-writes';
+import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
+import { formatMemoryManifest, scanMemoryDir } from '@engram/memory-core/memdir/scan';
+import { engramPathsFromDirNames } from '@engram/memory-core/paths/memory-paths';
+import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
+import { buildExtractionPrompt } from '@engram/memory-core/prompts/extraction-prompt';
+import type { ExtractPayload, ExtractResult } from '@engram/queue/jobs/extract';
+import { extractQueueConfig } from '@engram/queue/queues/extract.config';
+import { tryHoldLease } from '@engram/queue/state/held-lease';
+import { SessionState, type TranscriptCursor } from '@engram/queue/state/session-state';
+import type { HandlerContext } from '@engram/queue/worker';
+import { PermanentJobError } from '@engram/queue/worker';
+import type { HandlerDeps } from '../service.js';
+
+// extract: turn the messages since the session's cursor into memories with a forked agent (DESIGN §5, §6).
+// Idempotent and cursor-based: the cursor moves only after a successful run, to the leaf the run covered,
+// so a retried or re-delivered job redoes exactly the uncovered range and a stale one does nothing.
+
+/** The extraction fork's turn cap: a well-behaved extraction reads in turn 1 and writes in turn 2. */
+export const EXTRACT_MAX_TURNS = 5;
+
+export interface ExtractDeps extends HandlerDeps {
+  client: ModelClient;
+}
+
+export function projectWriterLeaseKey(projectDir: string): string {
+  return `project-writer:${projectDir}`;
+}
+
+export function createExtractHandler(deps: ExtractDeps) {
+  const { config, engine, metrics, logger } = deps;
+  // The project's writer lease lives as long as a job lock: a killed worker frees both on the same schedule.
+  const writerTtlMs = config.lockDurationMs ?? extractQueueConfig.lockDurationMs;
+  return async (payload: ExtractPayload, ctx: HandlerContext): Promise<ExtractResult> => {
+    const log = logger.child({
+      queue: 'extract',
+      jobId: ctx.job.id,
+      sessionId: payload.sessionId,
+      project: payload.projectDir,
+    });
+    const paths = engramPathsFromDirNames({
+      engramHome: config.engramHome,
+      projectDirName: payload.projectDir,
+      transcriptDirName: payload.transcriptDir,
+      memoryDirOverride: config.memoryDirOverride,
+    });
+    const state = new SessionState(engine.state, payload);
+    const cursor = await state.extractCursor();
+    const latest = await state.latestExtractRequest();
+    const requested: TranscriptCursor = { leafUuid: payload.leafUuid, leafSeq: payload.leafSeq };
+    const target = latest && latest.leafSeq > requested.leafSeq ? latest : requested;
+    const base = { sessionId: payload.sessionId, fromSeq: cursor?.leafSeq ?? 0, toSeq: target.leafSeq };
+    const nothing = {
+      memories: [],
+      turns: 0,
+      usage: { inputTokens: 0, outputTokens: 0, cacheReadInputTokens: 0, cacheCreationInputTokens: 0 },
+      deniedToolCalls: 0,
+    };
+
+    if (cursor && cursor.leafSeq >= target.leafSeq) {
+      return { outcome: 'skipped-stale', ...base, ...nothing };
+    }
+
+    const transcriptPath = paths.transcriptPath(payload.sessionId);
+    const { entries } = await new TranscriptStore(transcriptPath)
+      .readAll()
+      .catch((error: NodeJS.ErrnoException) => {
+        if (error.code === 'ENOENT') {
+          throw new PermanentJobError(
+            'TRANSCRIPT_MISSING',
+            `No transcript for session ${payload.sessionId}.`,
+          );
+        }
+        throw error;
+      });
+    if (!entries.some((e) => e.uuid === target.leafUuid)) {
+      throw new PermanentJobError(
+        'LEAF_NOT_FOUND',
+        `Transcript of session ${payload.sessionId} has no entry ${target.leafUuid}; the job cannot cover it.`,
+      );
+    }
+    const chain = buildChain(entries, target.leafUuid).live;
+    const isMemoryPath = (p: string) => isMemoryPathSync(p, paths.memoryDir);
+
+    // The agent itself wrote memory since the cursor: that range is covered; extraction would duplicate it.
+    if (hasMemoryWritesSince(chain, cursor?.leafUuid, isMemoryPath)) {
+      await state.advanceExtractCursor(target);
+      log.info({ toSeq: target.leafSeq }, 'main agent wrote memory itself; cursor advanced without a fork');
+      return { outcome: 'skipped-direct-write', ...base, ...nothing };
+    }
+    const newMessageCount = countModelVisibleMessagesSince(chain, cursor?.leafUuid);
+    if (newMessageCount === 0) {
+      await state.advanceExtractCursor(target);
+      return { outcome: 'skipped-no-new-messages', ...base, ...nothing };
+    }
+
+    // One memory writer per project at a time: parallel sessions of one repo would otherwise race on MEMORY.md.
+    const writer = await tryHoldLease(engine.state, projectWriterLeaseKey(payload.projectDir), {
+      ttlMs: writerTtlMs,
+      holder: `extract:${ctx.job.id}`,
+    });
+    if (!writer) throw await ctx.defer(1_000 + Math.floor(Math.random() * 1_000));
+    const signal = AbortSignal.any([ctx.signal, writer.signal]);
+    try {
+      await fs.mkdir(paths.memoryDir, { recursive: true, mode: 0o700 });
+      await removeStaleTempFiles(paths.memoryDir, writerTtlMs);
+      const before = await scanMemoryDir(paths.memoryDir);
+      const existing = new Set(before.headers.map((h) => h.filename));
+      const params = await loadCacheSafeParams(cacheSafeParamsPathFor(transcriptPath)).catch(
+        (error: Error) => {
+          throw new PermanentJobError(
+            'NO_CACHE_SAFE_PARAMS',
+            `Session ${payload.sessionId}: ${error.message}`,
+          );
+        },
+      );
+      const fork = await runForkedAgent({
+        client: deps.client,
+        params,
+        transcriptPath,
+        leafUuid: target.leafUuid,
+        instruction: buildExtractionPrompt({
+          newMessageCount,
+          manifest: formatMemoryManifest(before.headers),
+          memoryDir: paths.memoryDir,
+          maxTurns: EXTRACT_MAX_TURNS,
+        }),
+        canUseTool: memoryWritePolicy(paths.memoryDir, { teamDir: paths.teamDir }),
+        maxTurns: EXTRACT_MAX_TURNS,
+        signal,
+        cwd: paths.memoryDir,
+        toolResultsDir: paths.toolResultsDir(payload.sessionId),
+      });
+      if (fork.endReason === 'aborted')
+        throw new Error('extraction aborted (lock or lease lost, or shutdown)');
+
+      // Memory files this job touched: the fork's successful writes, plus any file changed since the job was
+      // enqueued (an earlier attempt killed mid-fork may have written it before dying).
+      const after = await scanMemoryDir(paths.memoryDir);
+      const touched = new Set<string>();
+      for (const written of fork.writtenPaths) {
+        if (isMemoryPath(written) && !written.endsWith(`${sep}MEMORY.md`)) {
+          touched.add(relative(paths.memoryDir, written).split(sep).join('/'));
+        }
+      }
+      for (const header of after.headers)
+        if (header.mtimeMs >= ctx.job.timestamp) touched.add(header.filename);
+      const memories: ExtractResult['memories'] = [];
+      for (const rel of touched) {
+        // Pointer maintenance is mechanical: guarantee it rather than trust the model did step two.
+        const item = await ensureIndexPointer(paths.memoryDir, rel);
+        const action = existing.has(rel) ? 'updated' : 'created';
+        memories.push({ path: rel, ...(item.type ? { type: item.type } : {}), action });
+        metrics.memoriesWritten.inc({ queue: 'extract', action });
+      }
+      for (const denied of fork.deniedCalls) metrics.toolDenials.inc({ queue: 'extract', tool: denied.tool });
+      metrics.forkTokens.inc({ queue: 'extract', kind: 'input' }, fork.usage.inputTokens);
+      metrics.forkTokens.inc({ queue: 'extract', kind: 'output' }, fork.usage.outputTokens);
+      metrics.forkTokens.inc({ queue: 'extract', kind: 'cache_read' }, fork.usage.cacheReadInputTokens);
+      metrics.forkTokens.inc(
+        { queue: 'extract', kind: 'cache_creation' },
+        fork.usage.cacheCreationInputTokens,
+      );
+
+      // Only now, after every write landed, does the cursor move: a crash before this line redoes the range.
+      await state.advanceExtractCursor(target);
+      log.info(
+        {
+          toSeq: target.leafSeq,
+          memories: memories.length,
+          turns: fork.turns,
+          cacheRead: fork.usage.cacheReadInputTokens,
+        },
+        'extraction done',
+      );
+      return {
+        outcome: 'extracted',
+        ...base,
+        memories,
+        turns: fork.turns,
+        usage: fork.usage,
+        deniedToolCalls: fork.deniedCalls.length,
+      };
+    } finally {
+      await writer.release();
+    }
+  };
+}
