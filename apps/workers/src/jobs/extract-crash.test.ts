@@ -132,7 +132,7 @@ describe('crash safety', () => {
     );
     const job = await queue.getJob(receipt.jobId);
     expect(await job?.getState()).toBe('completed');
-    expect((job?.returnvalue as ExtractResult).outcome).toBe('extracted');
+    expect((job?.returnvalue as ExtractResult | undefined)?.outcome).toBe('extracted');
     expect(forkRuns).toBe(2);
 
     const files = readdirSync(fg.paths.memoryDir).sort();
