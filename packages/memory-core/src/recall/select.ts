@@ -1,0 +1,168 @@
+import { posix } from 'node:path';
+import { formatMemoryManifest, type MemoryHeader } from '../memdir/scan.js';
+import { lexicalRank } from './lexical.js';
+import {
+  buildSelectionUserMessage,
+  MAX_SELECTED_MEMORIES,
+  MEMORY_SELECTION_SYSTEM_PROMPT,
+  SELECTION_OUTPUT_JSON_SCHEMA,
+  SELECTOR_MAX_TOKENS,
+  selectionOutputSchema,
+} from './selection-prompt.js';
+
+// Which memories to surface for a query (reference §5 "Selection"): drop what the context already holds,
+// ask the selector model, keep only names it was shown, at most five. The model is reached through an
+// injected function; when it is slow, fails or answers nonsense, the lexical ranking decides instead, so a
+// recall degrades rather than fails (DESIGN §5).
+
+/** The selector must answer within this, or the lexical fallback decides (the turn is moving on). */
+export const DEFAULT_SELECTOR_TIMEOUT_MS = 2_000;
+
+export interface SelectorRequest {
+  system: string;
+  user: string;
+  /** SELECTION_OUTPUT_JSON_SCHEMA, for `output_format: { type: 'json_schema', schema }`. */
+  schema: Record<string, unknown>;
+  maxTokens: typeof SELECTOR_MAX_TOKENS;
+  /** Aborted on timeout or when the caller's signal aborts; pass it to the HTTP call. */
+  signal: AbortSignal;
+}
+
+/** Sends one selector request and resolves with the reply parsed as JSON (not yet validated). */
+export type MemorySelector = (request: SelectorRequest) => Promise<unknown>;
+
+/** What a selector throws when the reply is not JSON at all (counts as invalid output, not as an error). */
+export class SelectorOutputError extends Error {
+  readonly code = 'SELECTOR_INVALID_OUTPUT';
+  constructor(message: string) {
+    super(message);
+    this.name = 'SelectorOutputError';
+  }
+}
+
+/** `model`: the selector decided; `fallback`: the lexical ranking did; `empty`: there was nothing to choose from. */
+export type RecallOutcome = 'model' | 'fallback' | 'empty';
+export type FallbackReason = 'timeout' | 'selector-error' | 'invalid-output';
+
+export interface SelectRelevantMemoriesInput {
+  query: string;
+  /** The scan's headers (≤200, newest first). */
+  headers: readonly MemoryHeader[];
+  /** Paths relative to the memory directory already injected in this context. */
+  alreadySurfaced?: Iterable<string>;
+  /** Paths relative to the memory directory the agent already read or wrote in this context. */
+  alreadyRead?: Iterable<string>;
+  recentTools?: readonly string[];
+  selector: MemorySelector;
+  /** Default DEFAULT_SELECTOR_TIMEOUT_MS. */
+  timeoutMs?: number;
+  /** Aborting it rejects with its reason (no fallback: whoever aborted no longer wants an answer). */
+  signal?: AbortSignal;
+}
+
+export interface SelectionResult {
+  outcome: RecallOutcome;
+  /** The chosen headers, in the selector's (or the ranking's) order, at most MAX_SELECTED_MEMORIES. */
+  selected: MemoryHeader[];
+  fallbackReason?: FallbackReason;
+  /** A human-readable detail for logs (error message, schema problem). */
+  fallbackDetail?: string;
+  /** Headers offered to the selector after removing surfaced and read files. */
+  candidates: MemoryHeader[];
+  /** Names the selector returned that were not in the manifest (ignored). */
+  unknownPicks: string[];
+}
+
+/** Normal form of a relative memory path for comparisons: NFC, forward slashes, no `./`. */
+export function normalizeMemoryRelPath(path: string): string {
+  const normal = posix.normalize(path.normalize('NFC'));
+  return normal.startsWith('./') ? normal.slice(2) : normal;
+}
+
+class SelectorTimeout extends Error {}
+
+export async function selectRelevantMemories(input: SelectRelevantMemoriesInput): Promise<SelectionResult> {
+  input.signal?.throwIfAborted();
+  const excluded = new Set<string>();
+  for (const p of input.alreadySurfaced ?? []) excluded.add(normalizeMemoryRelPath(p));
+  for (const p of input.alreadyRead ?? []) excluded.add(normalizeMemoryRelPath(p));
+  // Removed before asking, so the five slots go to memories the context does not hold yet.
+  const candidates = input.headers.filter((h) => !excluded.has(normalizeMemoryRelPath(h.filename)));
+  if (candidates.length === 0) return { outcome: 'empty', selected: [], candidates, unknownPicks: [] };
+
+  const byName = new Map(candidates.map((h) => [normalizeMemoryRelPath(h.filename), h]));
+  const timeoutMs = input.timeoutMs ?? DEFAULT_SELECTOR_TIMEOUT_MS;
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  let rejectOnAbort: ((reason: unknown) => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    rejectOnAbort = reject;
+  });
+  const onAbort = () => {
+    controller.abort(input.signal?.reason);
+    rejectOnAbort?.(input.signal?.reason);
+  };
+  input.signal?.addEventListener('abort', onAbort, { once: true });
+  const fallback = (reason: FallbackReason, detail: string): SelectionResult => ({
+    outcome: 'fallback',
+    selected: lexicalRank(input.query, candidates, { limit: MAX_SELECTED_MEMORIES }).map((m) => m.header),
+    fallbackReason: reason,
+    fallbackDetail: detail,
+    candidates,
+    unknownPicks: [],
+  });
+
+  let reply: unknown;
+  try {
+    const request: SelectorRequest = {
+      system: MEMORY_SELECTION_SYSTEM_PROMPT,
+      user: buildSelectionUserMessage({
+        query: input.query,
+        manifest: formatMemoryManifest(candidates),
+        recentTools: input.recentTools ?? [],
+      }),
+      schema: SELECTION_OUTPUT_JSON_SCHEMA,
+      maxTokens: SELECTOR_MAX_TOKENS,
+      signal: controller.signal,
+    };
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new SelectorTimeout()), timeoutMs);
+    });
+    // The race also covers a selector that ignores its signal.
+    reply = await Promise.race([Promise.resolve().then(() => input.selector(request)), timeout, aborted]);
+  } catch (error) {
+    if (input.signal?.aborted) throw input.signal.reason;
+    if (error instanceof SelectorTimeout) {
+      controller.abort(new Error(`recall selector timed out after ${timeoutMs} ms`));
+      return fallback('timeout', `no answer within ${timeoutMs} ms`);
+    }
+    if (error instanceof SelectorOutputError) return fallback('invalid-output', error.message);
+    return fallback('selector-error', (error as Error)?.message ?? String(error));
+  } finally {
+    clearTimeout(timer);
+    input.signal?.removeEventListener('abort', onAbort);
+  }
+
+  const parsed = selectionOutputSchema.safeParse(reply);
+  if (!parsed.success) {
+    return fallback(
+      'invalid-output',
+      parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'} ${i.message}`).join('; '),
+    );
+  }
+  const selected: MemoryHeader[] = [];
+  const unknownPicks: string[] = [];
+  const seen = new Set<string>();
+  for (const name of parsed.data.selected_memories) {
+    const key = normalizeMemoryRelPath(name.trim());
+    const header = byName.get(key);
+    if (!header) {
+      unknownPicks.push(name);
+      continue;
+    }
+    if (seen.has(key)) continue;
+    seen.add(key);
+    if (selected.length < MAX_SELECTED_MEMORIES) selected.push(header);
+  }
+  return { outcome: 'model', selected, candidates, unknownPicks };
+}
