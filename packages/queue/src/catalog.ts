@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { type DreamPayload, dreamJob } from './jobs/dream.js';
+import { type DreamPayload, type DreamResult, dreamJob } from './jobs/dream.js';
 import { type ExtractPayload, type ExtractResult, extractJob } from './jobs/extract.js';
 import { type RecallPayload, type RecallResult, recallJob } from './jobs/recall.js';
 import {
@@ -17,10 +17,8 @@ import type { StateStore } from './state/state-store.js';
 // The job catalog: one entry per job kind, mapping it to its queue, payload schema, dedup key and options.
 // Both the producer (`enqueue`) and the worker handlers are typed from it.
 
-export interface DreamResult {
-  outcome: 'consolidated' | 'skipped-locked' | 'skipped-not-due' | 'restored';
-  [key: string]: unknown;
-}
+/** The dream receipt; its schema (`dreamResult`) lives with the payload in jobs/dream.ts. */
+export type { DreamResult };
 
 export interface JobTypes {
   extract: { payload: ExtractPayload; result: ExtractResult };
