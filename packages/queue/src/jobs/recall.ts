@@ -30,18 +30,24 @@ export const recallPayload = projectRef.extend({
 export type RecallPayload = z.infer<typeof recallPayload>;
 
 export const recallAttachment = z.object({
+  /** Relative to the memory directory, forward slashes (the key of the surfaced and read sets). */
   path: z.string(),
   /** Precomputed once so the injected bytes never change between turns. */
   header: z.string(),
+  /** The injected text, with a note pointing at the full file when it was cut. */
   content: z.string(),
   truncated: z.boolean(),
   mtimeMs: z.number(),
+  /** Lines injected, when truncated: a partial view must not count as a full read of the file. */
+  limit: z.number().int().positive().optional(),
 });
+export type RecallAttachment = z.infer<typeof recallAttachment>;
 
 export const recallResult = z.object({
   outcome: z.enum(['model', 'fallback', 'empty']),
   attachments: z.array(recallAttachment),
   latencyMs: z.number().nonnegative(),
+  /** Why the lexical ranking decided instead of the model: timeout, selector-error or invalid-output. */
   fallbackReason: z.string().optional(),
 });
 export type RecallResult = z.infer<typeof recallResult>;
