@@ -1,5 +1,6 @@
 import { createModelClient } from '@engram/agent-runtime/model/client';
 import { createExtractHandler } from './jobs/extract.js';
+import { createRecallHandler, createRecallModelClient } from './jobs/recall.js';
 import type { HandlerDeps, WorkerHandlers } from './service.js';
 
 // Composition of the job handlers this build runs, with the shared model client.
@@ -15,5 +16,7 @@ export function createHandlers(deps: HandlerDeps): WorkerHandlers {
   });
   return {
     extract: createExtractHandler({ ...deps, client }),
+    // The selector gets its own client: SDK retries off (a retried side query would answer too late).
+    recall: createRecallHandler({ ...deps, client: createRecallModelClient(deps.config) }),
   };
 }
