@@ -1,7 +1,8 @@
+import { promises as fs } from 'node:fs';
 import { type DeniedCall, type EndReason, runQueryLoop } from '../loop/query-loop.js';
 import type { ModelClient, Usage } from '../model/client.js';
 import type { StopReason, ToolResultBlock, ToolUseBlock } from '../model/types.js';
-import { resolveToolPath } from '../tools/file-state.js';
+import { hashContent, resolveToolPath } from '../tools/file-state.js';
 import { defaultTools } from '../tools/registry.js';
 import { type AnyTool, type CanUseTool, ReadFileState } from '../tools/tool.js';
 import { buildChain } from '../transcript/chain.js';
@@ -33,6 +34,11 @@ export interface RunForkedAgentOptions {
   env?: NodeJS.ProcessEnv;
   fileModes?: { file: number; dir: number };
   onMessage?: (entry: ChainEntry) => void | Promise<void>;
+  /**
+   * Files the fork counts as fully read at its start, beyond what the parent read: for an instruction that
+   * embeds a file's current content (the session-memory notes), so Edit's read-before-write rule holds.
+   */
+  extraReadFiles?: readonly string[];
 }
 
 export interface ForkResult {
@@ -120,6 +126,12 @@ export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkR
     { sessionId: opts.sessionId ?? leaf.sessionId, cwd: opts.cwd, parentUuid: leaf.uuid },
     opts.instruction,
   );
+  const readFileState = seedReadFileState(chain.live, opts.cwd);
+  for (const file of opts.extraReadFiles ?? []) {
+    const path = resolveToolPath(opts.cwd, file);
+    const [stat, content] = await Promise.all([fs.stat(path), fs.readFile(path)]);
+    readFileState.set(path, { mtimeMs: stat.mtimeMs, contentHash: hashContent(content) });
+  }
   const result = await runQueryLoop({
     client: opts.client,
     model: opts.params.model,
@@ -134,7 +146,7 @@ export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkR
     ...(opts.signal ? { signal: opts.signal } : {}),
     cwd: opts.cwd,
     sessionId: opts.sessionId ?? leaf.sessionId,
-    readFileState: seedReadFileState(chain.live, opts.cwd),
+    readFileState,
     ...(opts.toolResultsDir ? { toolResultsDir: opts.toolResultsDir } : {}),
     ...(opts.env ? { env: opts.env } : {}),
     ...(opts.fileModes ? { fileModes: opts.fileModes } : {}),
