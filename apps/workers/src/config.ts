@@ -36,6 +36,8 @@ const envSchema = z.object({
   ENGRAM_CONCURRENCY_RECALL: optionalPositiveInt,
   ENGRAM_LOCK_DURATION_MS: optionalPositiveInt,
   ENGRAM_STALLED_INTERVAL_MS: optionalPositiveInt,
+  ENGRAM_DREAM_LOCK_TTL_MS: optionalPositiveInt,
+  ENGRAM_DREAM_MAX_DELETED_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   ENGRAM_SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
   ENGRAM_MODEL_MAX_RETRIES: z.coerce.number().int().min(0).max(2).default(1),
   ENGRAM_DASHBOARD: bool.default(true),
@@ -63,6 +65,10 @@ export interface WorkersConfig {
   concurrency: Partial<Record<JobKind, number>>;
   lockDurationMs: number | undefined;
   stalledIntervalMs: number | undefined;
+  /** Consolidation lock and project-writer lease TTL for dreams (default: the dream job lock duration). */
+  dreamLockTtlMs: number | undefined;
+  /** Share of memories a dream may delete without folding their content elsewhere (default 0.5). */
+  dreamMaxDeletedShare: number;
   shutdownTimeoutMs: number;
   dashboard: {
     enabled: boolean;
@@ -128,6 +134,8 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
     },
     lockDurationMs: e.ENGRAM_LOCK_DURATION_MS,
     stalledIntervalMs: e.ENGRAM_STALLED_INTERVAL_MS,
+    dreamLockTtlMs: e.ENGRAM_DREAM_LOCK_TTL_MS,
+    dreamMaxDeletedShare: e.ENGRAM_DREAM_MAX_DELETED_SHARE,
     shutdownTimeoutMs: e.ENGRAM_SHUTDOWN_TIMEOUT_MS,
     dashboard: {
       enabled: e.ENGRAM_DASHBOARD,

@@ -1,6 +1,6 @@
 import type { JobKind } from '@engram/queue/catalog';
 import { inspectBackend, UnsafeBackendError } from '@engram/queue/diagnostics';
-import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
+import { openQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { JobProducer } from '@engram/queue/producer';
 import { createJobWorker, type JobHandler } from '@engram/queue/worker';
 import type { WorkersConfig } from './config.js';
@@ -47,9 +47,12 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
       { backend: 'redis', url: report.url, version: report.version, appendOnly: report.appendOnly },
       'queue backend ok',
     );
+  } else {
+    const report = await inspectBackend(config.backend);
+    logger.info({ backend: config.backend.kind, url: report.url, version: report.version }, 'queue backend');
   }
-
-  const engine = createQueueEngine({
+  // Prepares the backend once at start (PostgreSQL: explicit migrations), then opens the engine.
+  const engine = await openQueueEngine({
     config: config.backend,
     profile: 'worker',
     namespace: config.namespace,

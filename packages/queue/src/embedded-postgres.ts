@@ -175,6 +175,19 @@ function isRoot(): boolean {
 }
 
 function lookupUser(name: string): RunAs | undefined {
+  // Read the user database directly: `id` may not be on a stripped PATH.
+  try {
+    for (const line of readFileSync('/etc/passwd', 'utf8').split('\n')) {
+      const [user, , uid, gid] = line.split(':');
+      if (user === name && uid !== undefined && gid !== undefined) {
+        const u = Number(uid);
+        const g = Number(gid);
+        return Number.isInteger(u) && Number.isInteger(g) ? { uid: u, gid: g } : undefined;
+      }
+    }
+  } catch {
+    // no /etc/passwd (not Linux): fall through
+  }
   try {
     const uid = Number(execFileSync('id', ['-u', name], { encoding: 'utf8', stdio: 'pipe' }).trim());
     const gid = Number(execFileSync('id', ['-g', name], { encoding: 'utf8', stdio: 'pipe' }).trim());
@@ -191,7 +204,7 @@ function serverUser(name: string): RunAs | undefined {
   if (existing) return existing;
   try {
     execFileSync(
-      'useradd',
+      existsSync('/usr/sbin/useradd') ? '/usr/sbin/useradd' : 'useradd',
       ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', name],
       {
         stdio: 'pipe',

@@ -120,6 +120,10 @@ export async function startLocalRedis(options: LocalRedisOptions): Promise<Local
     ];
     const proc = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     child = proc;
+    // If this process dies without stopping us (a crash, a closed stdout), the server must not outlive it.
+    const killOnExit = () => proc.kill('SIGTERM');
+    process.once('exit', killOnExit);
+    proc.once('exit', () => process.off('exit', killOnExit));
     proc.stderr?.on('data', (c: Buffer) => {
       stderr = (stderr + c.toString()).slice(-4_000);
     });

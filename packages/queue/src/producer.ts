@@ -118,7 +118,14 @@ export class JobProducer {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
+    // disconnect() after close(): a queue closed while its client is reconnecting would otherwise keep a
+    // client retrying forever (BullMQ's quit fails under enableOfflineQueue: false).
+    await Promise.allSettled(
+      [...this.queues.values()].map(async (q) => {
+        await q.close().catch(() => {});
+        await q.disconnect().catch(() => {});
+      }),
+    );
     this.queues.clear();
   }
 }

@@ -176,6 +176,12 @@ export function createExtractHandler(deps: ExtractDeps) {
 
       // Only now, after every write landed, does the cursor move: a crash before this line redoes the range.
       await state.advanceExtractCursor(target);
+      await state.recordExtractReceipt({
+        fromSeq: base.fromSeq,
+        toSeq: target.leafSeq,
+        memories,
+        atMs: Date.now(),
+      });
       log.info(
         {
           toSeq: target.leafSeq,

@@ -25,7 +25,7 @@ describe.each(TEST_BACKENDS)('consolidation lock on %s', (kind, backend) => {
 
   it('records the start as "last consolidated at", blocks a second holder, and keeps the time on success', async () => {
     const s = await store();
-    expect(await lastConsolidatedAt(s, P)).toBeUndefined();
+    expect(await readConsolidationState(s, P)).toEqual({ lastConsolidatedAtMs: undefined, recorded: false });
     const before = Date.now();
     const a = await tryAcquireConsolidation(s, P, 'worker-a', { ttlMs: 10_000 });
     expect(a).toMatchObject({ holder: 'worker-a', priorConsolidatedAtMs: undefined });
@@ -40,7 +40,7 @@ describe.each(TEST_BACKENDS)('consolidation lock on %s', (kind, backend) => {
 
     expect(await a!.release({ success: true })).toBe(true);
     expect(await a!.release({ success: false })).toBe(true); // idempotent: the first outcome stands
-    expect(await readConsolidationState(s, P)).toEqual({ lastConsolidatedAtMs: a!.startedAtMs });
+    expect(await readConsolidationState(s, P)).toEqual({ lastConsolidatedAtMs: a!.startedAtMs, recorded: true });
 
     const b = await tryAcquireConsolidation(s, P, 'worker-b', { ttlMs: 10_000 });
     expect(b!.token).toBeGreaterThan(a!.token);
@@ -72,7 +72,7 @@ describe.each(TEST_BACKENDS)('consolidation lock on %s', (kind, backend) => {
     const dead = await tryAcquireConsolidation(s, P, 'killed-worker', { ttlMs: 200 });
     expect(await lastConsolidatedAt(s, P)).toBe(dead!.startedAtMs);
     await sleep(400);
-    expect(await readConsolidationState(s, P)).toEqual({ lastConsolidatedAtMs: earlier });
+    expect(await readConsolidationState(s, P)).toEqual({ lastConsolidatedAtMs: earlier, recorded: true });
 
     const retry = await tryAcquireConsolidation(s, P, 'retry', { ttlMs: 10_000 });
     // The dead run's start is not "last consolidated at": the retry would restore the time before it.

@@ -27,6 +27,8 @@ export interface ConsolidationRecord {
 export interface ConsolidationState {
   /** Start of the last consolidation that counts (undefined = never). */
   lastConsolidatedAtMs: number | undefined;
+  /** Whether the store has any record for the project (false: never run or recorded through Engram). */
+  recorded: boolean;
   /** The run holding the lock right now, if any. */
   running?: { holder: string; token: number; startedAtMs: number; expiresAtMs: number };
 }
@@ -89,10 +91,11 @@ export async function readConsolidationState(
     store.getLease(consolidationLeaseKey(projectDir)),
   ]);
   const record = versioned?.value;
-  if (!record) return { lastConsolidatedAtMs: undefined };
+  if (!record) return { lastConsolidatedAtMs: undefined, recorded: false };
   if (record.status === 'running' && lease && lease.token === record.token) {
     return {
       lastConsolidatedAtMs: record.atMs,
+      recorded: true,
       running: {
         holder: lease.holder,
         token: lease.token,
@@ -102,7 +105,7 @@ export async function readConsolidationState(
     };
   }
   // A `running` record without its lease: the holder died; the run counts as rolled back.
-  return { lastConsolidatedAtMs: orUndefined(settledTime(record)) };
+  return { lastConsolidatedAtMs: orUndefined(settledTime(record)), recorded: true };
 }
 
 /** Start of the project's last consolidation (a running one counts), or undefined when there was none. */

@@ -26,6 +26,16 @@ export interface SessionMemoryMarkers {
   initialized?: boolean;
 }
 
+export interface ExtractReceipt {
+  fromSeq: number;
+  toSeq: number;
+  /** Memory files written, relative to the memory directory. */
+  memories: Array<{ path: string; type?: string; action: 'created' | 'updated' }>;
+  atMs: number;
+}
+
+const MAX_RECEIPTS = 20;
+
 export interface SessionKey {
   transcriptDir: string;
   sessionId: string;
@@ -79,6 +89,17 @@ export class SessionState {
     const next = { ...(await this.sessionMemory()), ...patch };
     await this.store.setJson(`${this.scope}:session-memory`, next, SESSION_STATE_TTL_MS);
     return next;
+  }
+
+  /** Receipts of the last extractions (newest last, at most MAX_RECEIPTS), for the foreground to show. */
+  async extractReceipts(): Promise<ExtractReceipt[]> {
+    return (await this.store.getJson<ExtractReceipt[]>(`${this.scope}:extract-receipts`)) ?? [];
+  }
+
+  async recordExtractReceipt(receipt: ExtractReceipt): Promise<void> {
+    // Written only by the session's single active extraction (one per session), so read-modify-write is safe.
+    const next = [...(await this.extractReceipts()), receipt].slice(-MAX_RECEIPTS);
+    await this.store.setJson(`${this.scope}:extract-receipts`, next, SESSION_STATE_TTL_MS);
   }
 
   /** The lease key serialising session-memory updates for this session. */

@@ -1,0 +1,179 @@
+#!/usr/bin/env node
+import { resolve } from 'node:path';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { chatCommand } from '../commands/chat.js';
+import { demoCommand } from '../commands/demo.js';
+import { devCommand } from '../commands/dev.js';
+import { doctorCommand } from '../commands/doctor.js';
+import { memoryEdit, memoryForget, memoryList, memoryPath, memoryShow } from '../commands/memory.js';
+import { EXIT, stdio } from '../commands/output.js';
+import { runCommand } from '../commands/run.js';
+import { serveCommand } from '../commands/serve.js';
+import { workersCommand } from '../commands/workers.js';
+import { type AgentConfig, AgentConfigError, loadAgentConfig } from '../config.js';
+
+// `engram`: the CLI. Exit codes: 0 ok, 1 model/tool failure, 2 usage or configuration error.
+
+const USAGE_ERROR_CODES = new Set([
+  'CONFIG_INVALID',
+  'QUEUE_CONFIG_INVALID',
+  'RELATIVE',
+  'TOO_SHORT',
+  'DRIVE_ROOT',
+  'UNC',
+  'NUL_BYTE',
+  'TILDE',
+  'EMPTY',
+  'INVALID_SESSION_ID',
+  'INVALID_MEMORY_FILE',
+]);
+
+function port(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65_535)
+    throw new InvalidArgumentError('must be a port number (0-65535)');
+  return n;
+}
+
+function config(): AgentConfig {
+  return loadAgentConfig();
+}
+
+function cwdOf(opts: { cwd?: string }): string {
+  return resolve(opts.cwd ?? process.cwd());
+}
+
+let exitCode: number = EXIT.ok;
+const setExit = (code: number) => {
+  exitCode = code;
+};
+
+const program = new Command('engram')
+  .description('Long-term memory for coding agents, maintained by background workers on a job queue.')
+  .version('0.1.0')
+  .exitOverride()
+  .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+
+program
+  .command('run')
+  .description('run one non-interactive turn and print the answer')
+  .requiredOption('-p, --prompt <text>', 'the prompt')
+  .option('--session <id>', 'resume this session (default: a new one)')
+  .option('--cwd <dir>', 'working directory (default: the current one)')
+  .addOption(new Option('--output-format <format>', 'text or json').choices(['text', 'json']).default('text'))
+  .option('--allowed-tools <list>', 'tools allowed without asking, e.g. "Bash,Write,Edit"')
+  .action(async (opts) => {
+    setExit(
+      await runCommand(
+        config(),
+        {
+          prompt: opts.prompt,
+          session: opts.session,
+          cwd: cwdOf(opts),
+          outputFormat: opts.outputFormat,
+          allowedTools: opts.allowedTools,
+        },
+        stdio,
+      ),
+    );
+  });
+
+program
+  .command('chat')
+  .description('interactive session (asks before writes outside the memory directory)')
+  .option('--session <id>', 'resume this session')
+  .option('--cwd <dir>', 'working directory')
+  .action(async (opts) => {
+    setExit(await chatCommand(config(), { cwd: cwdOf(opts), session: opts.session }, stdio));
+  });
+
+const memory = program.command('memory').description("inspect and manage this project's memories");
+memory
+  .command('list')
+  .description('list memories: type, file, age, name, description')
+  .option('--cwd <dir>', 'project directory')
+  .option('--json', 'machine-readable output')
+  .action(async (opts) =>
+    setExit(await memoryList(config(), { cwd: cwdOf(opts), json: !!opts.json }, stdio)),
+  );
+memory
+  .command('show <file>')
+  .description('print one memory file')
+  .option('--cwd <dir>', 'project directory')
+  .action(async (file, opts) => setExit(await memoryShow(config(), { cwd: cwdOf(opts), file }, stdio)));
+memory
+  .command('edit <file>')
+  .description('open a memory in $VISUAL / $EDITOR')
+  .option('--cwd <dir>', 'project directory')
+  .action(async (file, opts) => setExit(await memoryEdit(config(), { cwd: cwdOf(opts), file }, stdio)));
+memory
+  .command('forget <file>')
+  .description('delete a memory and its MEMORY.md pointer')
+  .option('--cwd <dir>', 'project directory')
+  .action(async (file, opts) => setExit(await memoryForget(config(), { cwd: cwdOf(opts), file }, stdio)));
+memory
+  .command('path')
+  .description('print the memory directory')
+  .option('--cwd <dir>', 'project directory')
+  .option('--json', 'all paths, machine-readable')
+  .action(async (opts) =>
+    setExit(await memoryPath(config(), { cwd: cwdOf(opts), json: !!opts.json }, stdio)),
+  );
+
+program
+  .command('workers')
+  .description('run the worker service (all queues) until Ctrl-C')
+  .action(async () => setExit(await workersCommand(stdio)));
+
+program
+  .command('doctor')
+  .description('check the queue engine, ENGRAM_HOME, the model and the workers')
+  .option('--json', 'machine-readable output')
+  .action(async (opts) => setExit(await doctorCommand(config(), { json: !!opts.json }, stdio)));
+
+program
+  .command('dev')
+  .description('run the whole stack on this machine (queue engine + workers + dashboard) until Ctrl-C')
+  .option('--port <port>', 'dashboard/metrics port (default 8090)', port)
+  .action(async (opts) =>
+    setExit(await devCommand(config(), { ...(opts.port !== undefined ? { port: opts.port } : {}) }, stdio)),
+  );
+
+program
+  .command('demo')
+  .description('scripted end-to-end demo against a local test model server (no API key needed)')
+  .option('--home <dir>', 'ENGRAM_HOME for the demo (default: a fresh temp directory)')
+  .action(async (opts) =>
+    setExit(await demoCommand(config(), { ...(opts.home ? { home: resolve(opts.home) } : {}) }, stdio)),
+  );
+
+program
+  .command('serve')
+  .description('hosted HTTP API: POST /v1/turns')
+  .option('--port <port>', 'port', port, 8080)
+  .option('--host <host>', 'interface to bind', '127.0.0.1')
+  .action(async (opts) => setExit(await serveCommand(config(), { port: opts.port, host: opts.host }, stdio)));
+
+async function main(): Promise<void> {
+  // `engram … | head`: a closed stdout is not an error; exit quietly (exit hooks still stop child servers).
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(exitCode);
+  });
+  try {
+    await program.parseAsync(process.argv);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      exitCode = error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    } else {
+      const e = error as Error & { code?: string; status?: number };
+      process.stderr.write(`engram: ${e.message}\n`);
+      exitCode =
+        error instanceof AgentConfigError || (e.code && USAGE_ERROR_CODES.has(e.code))
+          ? EXIT.usage
+          : EXIT.failure;
+    }
+  }
+  process.exit(exitCode);
+}
+
+void main();

@@ -1,0 +1,94 @@
+import { createInterface, type Interface } from 'node:readline/promises';
+import { listMemories } from '@engram/memory-core/memdir/memory-files';
+import type { AgentConfig } from '../config.js';
+import { createAgentRuntime } from '../runtime.js';
+import { AgentSession, describeReceipts } from '../session/agent-session.js';
+import { mainAgentPolicy } from '../session/permissions.js';
+import { EXIT, type Output } from './output.js';
+
+// `engram chat`: an interactive session. Asks before any write or non-read-only Bash outside the memory
+// directory; shows memory receipts as workers report them, between prompts.
+
+const HELP = 'Commands: /memory (list memories), /clear (start a new session), /exit (quit), /help';
+
+export async function chatCommand(
+  config: AgentConfig,
+  opts: { cwd: string; session?: string; input?: NodeJS.ReadableStream; output?: NodeJS.WritableStream },
+  io: Output,
+): Promise<number> {
+  const runtime = createAgentRuntime(config);
+  const rl: Interface = createInterface({
+    input: opts.input ?? process.stdin,
+    output: opts.output ?? process.stdout,
+    terminal: false,
+  });
+  const ask = async (question: string) => /^y(es)?$/i.test((await rl.question(`${question} [y/N] `)).trim());
+  let session = await AgentSession.open(runtime, {
+    cwd: opts.cwd,
+    ...(opts.session ? { sessionId: opts.session } : {}),
+  });
+  const pending = new Set<Promise<void>>();
+  const watchReceipts = (s: AgentSession, leafSeq: number) => {
+    if (!runtime.memory) return;
+    const p = runtime.memory.drainExtraction(s, leafSeq, config.drainTimeoutMs).then(async (result) => {
+      await s.recordReceipts(result.receipts);
+      if (result.receipts.some((r) => r.memories.length)) io.err(`· ${describeReceipts(result.receipts)}`);
+    });
+    pending.add(p);
+    void p.finally(() => pending.delete(p));
+  };
+  try {
+    io.err(`engram chat — session ${session.sessionId}${session.resumed ? ' (resumed)' : ''}. ${HELP}`);
+    for (const notice of session.notices) io.err(`engram: ${notice}`);
+    while (true) {
+      let line: string;
+      try {
+        line = (await rl.question('> ')).trim();
+      } catch {
+        break; // input closed
+      }
+      if (!line) continue;
+      if (line === '/exit' || line === '/quit') break;
+      if (line === '/help') {
+        io.err(HELP);
+        continue;
+      }
+      if (line === '/memory') {
+        const { memories } = await listMemories(session.paths.memoryDir);
+        if (memories.length === 0) io.out(`No memories yet in ${session.paths.memoryDir}`);
+        for (const m of memories)
+          io.out(`  [${m.type ?? '-'}] ${m.file} (${m.age}) — ${m.description ?? ''}`);
+        continue;
+      }
+      if (line === '/clear') {
+        session = await AgentSession.open(runtime, { cwd: opts.cwd });
+        io.err(`Started a new session ${session.sessionId}; memory and instructions reloaded.`);
+        continue;
+      }
+      if (line.startsWith('/')) {
+        io.err(`Unknown command ${line.split(/\s/)[0]}. ${HELP}`);
+        continue;
+      }
+      try {
+        const turn = await session.runTurn(line, {
+          canUseTool: mainAgentPolicy({ paths: session.paths, allowedTools: new Set(), ask }),
+          onEvent: (e) => {
+            if (e.type === 'tool_use') io.err(`· ${e.text}`);
+          },
+        });
+        io.out(turn.answer);
+        if (turn.memory.extract.status === 'queued') watchReceipts(session, turn.leaf.leafSeq);
+        else if (turn.memory.extract.status === 'not-queued')
+          io.err(`· memory work was not queued: ${turn.memory.extract.reason}`);
+      } catch (error) {
+        io.err(`engram: ${(error as Error).message}`);
+      }
+    }
+    // Let a just-queued extraction land before the process goes (bounded by the drain timeout).
+    await Promise.allSettled([...pending]);
+    return EXIT.ok;
+  } finally {
+    rl.close();
+    await runtime.close();
+  }
+}

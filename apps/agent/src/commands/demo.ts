@@ -1,0 +1,136 @@
+import { chmodSync, promises as fs, mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { redactUrl } from '@engram/queue/backend-config';
+import { type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
+import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import type { AgentConfig } from '../config.js';
+import { createAgentRuntime } from '../runtime.js';
+import { AgentSession, describeReceipts } from '../session/agent-session.js';
+import { mainAgentPolicy } from '../session/permissions.js';
+import { startLocalStack } from '../stack/local-stack.js';
+import { EXIT, type Output } from './output.js';
+
+// `engram demo`: the whole loop with no API key — a first session states a preference, the workers extract it
+// into a memory file, and the file and index are shown. The model is Engram's local scripted test server:
+// every reply is canned, and the demo says so.
+
+const PREFERENCE = 'From now on, always use pnpm in this repo — never npm. npm breaks our workspace links.';
+
+function lastUserText(r: RecordedRequest): string {
+  const last = r.body.messages.at(-1);
+  if (!last) return '';
+  return typeof last.content === 'string'
+    ? last.content
+    : last.content.map((b) => (typeof b.text === 'string' ? b.text : '')).join('\n');
+}
+
+function demoMemory(): string {
+  return [
+    '---',
+    'name: Use pnpm, never npm',
+    'description: In this repo the user wants pnpm for installs and scripts; npm breaks workspace links',
+    'type: feedback',
+    '---',
+    'Use pnpm for every install and script in this repository; never npm.',
+    '',
+    '**Why:** the user said npm breaks their workspace links.',
+    '**How to apply:** run `pnpm install` / `pnpm test`; if a doc says npm, translate it.',
+    '',
+  ].join('\n');
+}
+
+/** The scripted model: the main agent's replies, the extraction fork's tool calls. */
+export function demoResponder(memoryDir: string) {
+  return (r: RecordedRequest): ScriptStep => {
+    const all = JSON.stringify(r.body.messages);
+    const last = lastUserText(r);
+    if (all.includes('You are now the memory extraction subagent')) {
+      if (last.includes('You are now the memory extraction subagent')) {
+        return reply(
+          text('The user stated a durable preference about tooling; saving it as feedback.'),
+          toolUse('Write', { file_path: join(memoryDir, 'feedback_pnpm.md'), content: demoMemory() }),
+        );
+      }
+      return textReply('Saved 1 memory: feedback_pnpm.md.');
+    }
+    if (last.includes('pnpm'))
+      return textReply('Understood — I will use pnpm for installs and scripts here, never npm.');
+    return textReply('(scripted demo reply)');
+  };
+}
+
+export async function demoCommand(config: AgentConfig, opts: { home?: string }, io: Output): Promise<number> {
+  const engramHome = opts.home ?? mkdtempSync(join(tmpdir(), 'engram-demo-'));
+  const project = join(engramHome, 'demo-project');
+  mkdirSync(project, { recursive: true });
+  if (!opts.home) chmodSync(engramHome, 0o755);
+  const server = await startModelServer();
+  const demoConfig: AgentConfig = {
+    ...config,
+    engramHome,
+    memoryDirOverride: undefined,
+    anthropic: { apiKey: 'demo-no-key-needed', baseURL: server.url },
+    memoryEnabled: true,
+  };
+  let stack: Awaited<ReturnType<typeof startLocalStack>> | undefined;
+  try {
+    stack = await startLocalStack({
+      engramHome,
+      configured: config.backend,
+      namespace: `${config.namespace}-demo`,
+      httpPort: 0,
+      workerEnv: {
+        ANTHROPIC_API_KEY: 'demo-no-key-needed',
+        ANTHROPIC_BASE_URL: server.url,
+        LOG_LEVEL: 'error',
+        ENGRAM_DASHBOARD: 'false',
+      },
+    });
+    const runtime = createAgentRuntime({
+      ...demoConfig,
+      backend: stack.backend,
+      namespace: `${config.namespace}-demo`,
+    });
+    try {
+      io.out(
+        'Engram demo — SCRIPTED: the model is Engram’s local test server with canned replies, not Claude.',
+      );
+      io.out(
+        `Queue engine: ${stack.backend.kind} at ${redactUrl(stack.backend.url)}; ENGRAM_HOME ${engramHome}`,
+      );
+      for (const note of stack.notes) io.out(`note: ${note}`);
+      const session = await AgentSession.open(runtime, { cwd: project });
+      server.respond(demoResponder(session.paths.memoryDir));
+      io.out(`\nSession 1 (${session.sessionId})\n> ${PREFERENCE}`);
+      const turn = await session.runTurn(PREFERENCE, {
+        canUseTool: mainAgentPolicy({ paths: session.paths, allowedTools: new Set() }),
+      });
+      io.out(turn.answer);
+      if (turn.memory.extract.status !== 'queued') {
+        io.err(
+          `engram demo: memory work was not queued: ${'reason' in turn.memory.extract ? turn.memory.extract.reason : ''}`,
+        );
+        return EXIT.failure;
+      }
+      io.out('\n[the agent has answered; a worker now extracts memories from the turn in the background…]');
+      const drained = await runtime.memory!.drainExtraction(session, turn.leaf.leafSeq, 30_000);
+      await session.recordReceipts(drained.receipts);
+      if (!drained.done) {
+        io.err('engram demo: the extraction did not finish within 30 s.');
+        return EXIT.failure;
+      }
+      io.out(describeReceipts(drained.receipts));
+      const index = await fs.readFile(session.paths.memoryIndexPath, 'utf8');
+      io.out(`\n${session.paths.memoryIndexPath}:\n${index}`);
+      const file = join(session.paths.memoryDir, 'feedback_pnpm.md');
+      io.out(`${file}:\n${await fs.readFile(file, 'utf8')}`);
+      return EXIT.ok;
+    } finally {
+      await runtime.close();
+    }
+  } finally {
+    await stack?.stop();
+    await server.close();
+  }
+}

@@ -1,0 +1,142 @@
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import { join } from 'node:path';
+import { JOB_KINDS } from '@engram/queue/catalog';
+import { inspectBackend } from '@engram/queue/diagnostics';
+import type { AgentConfig } from '../config.js';
+import { readDevStack } from '../dev-stack.js';
+import { MemoryQueue } from '../memory/memory-queue.js';
+import { EXIT, type Output } from './output.js';
+
+// `engram doctor`: one line per check, ok or FAIL with the fix. Exit 1 when any check fails.
+
+export interface CheckLine {
+  ok: boolean;
+  name: string;
+  detail: string;
+  fix?: string;
+}
+
+async function checkModel(config: AgentConfig): Promise<CheckLine> {
+  const name = 'model';
+  if (!config.anthropic.apiKey && !config.anthropic.baseURL) {
+    return {
+      ok: false,
+      name,
+      detail: 'no ANTHROPIC_API_KEY',
+      fix: 'export ANTHROPIC_API_KEY=… (or try `engram demo`)',
+    };
+  }
+  const base = (config.anthropic.baseURL ?? 'https://api.anthropic.com').replace(/\/+$/, '');
+  try {
+    const res = await fetch(`${base}/v1/models?limit=1`, {
+      headers: { 'x-api-key': config.anthropic.apiKey ?? '', 'anthropic-version': '2023-06-01' },
+      signal: AbortSignal.timeout(5_000),
+    });
+    if (res.status === 401 || res.status === 403) {
+      return {
+        ok: false,
+        name,
+        detail: `the API rejected the key (HTTP ${res.status})`,
+        fix: 'check ANTHROPIC_API_KEY',
+      };
+    }
+    if (!res.ok)
+      return { ok: false, name, detail: `HTTP ${res.status} from ${base}`, fix: 'check ANTHROPIC_BASE_URL' };
+    return { ok: true, name, detail: `${config.model} (recall: ${config.smallModel}) via ${base}` };
+  } catch (error) {
+    return {
+      ok: false,
+      name,
+      detail: `cannot reach ${base}: ${(error as Error).message}`,
+      fix: 'check the network or ANTHROPIC_BASE_URL',
+    };
+  }
+}
+
+async function checkHome(config: AgentConfig): Promise<CheckLine> {
+  const probe = join(config.engramHome, `.doctor-${randomBytes(4).toString('hex')}`);
+  try {
+    await fs.mkdir(config.engramHome, { recursive: true, mode: 0o700 });
+    await fs.writeFile(probe, 'ok', { mode: 0o600 });
+    await fs.rm(probe);
+    return { ok: true, name: 'ENGRAM_HOME', detail: `${config.engramHome} is writable` };
+  } catch (error) {
+    return {
+      ok: false,
+      name: 'ENGRAM_HOME',
+      detail: `${config.engramHome}: ${(error as Error).message}`,
+      fix: 'set ENGRAM_HOME to a writable directory',
+    };
+  }
+}
+
+export async function runDoctorChecks(config: AgentConfig): Promise<CheckLine[]> {
+  const lines: CheckLine[] = [];
+  const dev = readDevStack(config.engramHome);
+  const source = config.backend.implicit
+    ? 'default'
+    : dev && dev.backend.url === config.backend.url
+      ? '`engram dev`'
+      : 'configured';
+  const report = await inspectBackend(config.backend, 3_000, config.namespace);
+  const engineName =
+    config.backend.kind === 'redis'
+      ? `Redis ${report.version ?? ''}`.trim()
+      : `PostgreSQL ${report.version ?? ''}`.trim();
+  lines.push({
+    ok: report.reachable && report.problems.length === 0,
+    name: 'queue engine',
+    detail: report.reachable
+      ? `${engineName} at ${report.url} (${source})${report.evictionPolicy ? `, maxmemory-policy ${report.evictionPolicy}` : ''}${
+          report.appendOnly !== undefined ? `, AOF ${report.appendOnly ? 'on' : 'off'}` : ''
+        }`
+      : `${report.url} (${source})`,
+    ...(report.problems.length ? { fix: report.problems.join(' ') } : {}),
+  });
+  for (const note of report.notes ?? []) lines.push({ ok: true, name: 'note', detail: note });
+  lines.push(await checkHome(config));
+  lines.push(await checkModel(config));
+  if (report.reachable) {
+    const memory = new MemoryQueue(config);
+    try {
+      for (const kind of JOB_KINDS) {
+        const count = await memory.producer
+          .queue(kind)
+          .getWorkersCount()
+          .catch(() => -1);
+        lines.push(
+          count > 0
+            ? {
+                ok: true,
+                name: `workers: ${kind}`,
+                detail: `${count} worker${count === 1 ? '' : 's'} fetching`,
+              }
+            : {
+                ok: false,
+                name: `workers: ${kind}`,
+                detail: count < 0 ? 'could not list workers' : 'no worker is consuming this queue',
+                fix: 'start them: `engram workers` (or `engram dev`, or `docker compose up workers`)',
+              },
+        );
+      }
+    } finally {
+      await memory.close();
+    }
+  }
+  return lines;
+}
+
+export async function doctorCommand(
+  config: AgentConfig,
+  opts: { json: boolean },
+  io: Output,
+): Promise<number> {
+  const lines = await runDoctorChecks(config);
+  if (opts.json) io.out(JSON.stringify({ ok: lines.every((l) => l.ok), checks: lines }));
+  else {
+    for (const l of lines)
+      io.out(`${l.ok ? 'ok  ' : 'FAIL'}  ${l.name}: ${l.detail}${l.fix ? `\n      fix: ${l.fix}` : ''}`);
+  }
+  return lines.every((l) => l.ok) ? EXIT.ok : EXIT.failure;
+}

@@ -1,0 +1,39 @@
+import { loadWorkersConfig, type WorkersConfig } from '@engram/workers/config';
+import { createHandlers } from '@engram/workers/handlers';
+import { createLogger } from '@engram/workers/logger';
+import { startWorkerService, type WorkerService } from '@engram/workers/service';
+import { EXIT, type Output } from './output.js';
+
+// `engram workers`: the worker service in this process, until Ctrl-C / SIGTERM.
+
+export async function startWorkers(config: WorkersConfig): Promise<WorkerService> {
+  return startWorkerService({ config, logger: createLogger(config.logLevel), handlers: createHandlers });
+}
+
+export function waitForSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    const done = (signal: string) => {
+      process.off('SIGINT', onInt);
+      process.off('SIGTERM', onTerm);
+      resolve(signal);
+    };
+    const onInt = () => done('SIGINT');
+    const onTerm = () => done('SIGTERM');
+    process.once('SIGINT', onInt);
+    process.once('SIGTERM', onTerm);
+  });
+}
+
+export async function workersCommand(io: Output): Promise<number> {
+  const config = loadWorkersConfig();
+  const service = await startWorkers(config);
+  io.err(
+    `engram workers: consuming ${[...service.workers.keys()].join(', ')}` +
+      (service.http
+        ? `; health ${service.http.url}/readyz, metrics ${service.http.url}/metrics, dashboard ${service.http.url}/dashboard`
+        : ''),
+  );
+  const signal = await waitForSignal();
+  await service.stop(signal);
+  return EXIT.ok;
+}

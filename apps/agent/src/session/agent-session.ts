@@ -1,0 +1,278 @@
+import { randomUUID } from 'node:crypto';
+import {
+  type ClaudeMdFile,
+  renderConditionalRule,
+  ruleMatchesPath,
+} from '@engram/agent-runtime/context/claude-md';
+import {
+  type CacheSafeParams,
+  cacheSafeParamsPathFor,
+  loadCacheSafeParams,
+  saveCacheSafeParams,
+} from '@engram/agent-runtime/fork/cache-safe-params';
+import { seedReadFileState } from '@engram/agent-runtime/fork/run-forked-agent';
+import { type AttachmentInput, type EndReason, runQueryLoop } from '@engram/agent-runtime/loop/query-loop';
+import type { ModelClient, Usage } from '@engram/agent-runtime/model/client';
+import { defaultTools, toolDefinitions } from '@engram/agent-runtime/tools/registry';
+import type { CanUseTool, ReadFileState } from '@engram/agent-runtime/tools/tool';
+import { buildChain } from '@engram/agent-runtime/transcript/chain';
+import {
+  type ChainEntry,
+  createSystemEntry,
+  createUserEntry,
+  type TranscriptEntry,
+} from '@engram/agent-runtime/transcript/entry';
+import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
+import {
+  type EngramPaths,
+  resolveEngramPaths,
+  validateSessionId,
+} from '@engram/memory-core/paths/memory-paths';
+import type { ExtractReceipt } from '@engram/queue/state/session-state';
+import type { AgentConfig } from '../config.js';
+import { buildSessionContext, describeOverflow, type SessionContext } from '../context/session-context.js';
+import type { MemoryQueue, MemoryWorkStatus } from '../memory/memory-queue.js';
+
+// One conversation with the foreground agent: context assembly, turns through the runtime's query loop, the
+// append-only transcript, the cache-safe parameters workers fork from, and the memory work each turn
+// enqueues. It never runs a memory fork and never waits on one (except the bounded drain at exit).
+
+export const ATTACHMENT_KIND_RULE = 'claude_md_rule';
+
+export interface TurnEvent {
+  type: 'text' | 'tool_use' | 'tool_denied';
+  text: string;
+}
+
+export interface TurnOptions {
+  canUseTool: CanUseTool;
+  signal?: AbortSignal;
+  onEvent?: (event: TurnEvent) => void;
+}
+
+export interface TurnResult {
+  sessionId: string;
+  answer: string;
+  usage: Usage;
+  turns: number;
+  endReason: EndReason;
+  leaf: { leafUuid: string; leafSeq: number };
+  deniedCalls: number;
+  memory: { extract: MemoryWorkStatus };
+}
+
+export interface AgentSessionDeps {
+  config: AgentConfig;
+  client: ModelClient;
+  /** Absent when memory is disabled. */
+  memory: MemoryQueue | undefined;
+}
+
+export class AgentSession {
+  /** Notices for the user (e.g. an index cut), each shown once. */
+  readonly notices: string[] = [];
+  private readonly tools = defaultTools();
+  private readFileState: ReadFileState | undefined;
+  private paramsSaved = false;
+
+  private constructor(
+    private readonly deps: AgentSessionDeps,
+    readonly sessionId: string,
+    readonly paths: EngramPaths,
+    readonly store: TranscriptStore,
+    private context: SessionContext,
+    readonly resumed: boolean,
+  ) {}
+
+  static async open(
+    deps: AgentSessionDeps,
+    opts: { cwd: string; sessionId?: string },
+  ): Promise<AgentSession> {
+    const sessionId = validateSessionId(opts.sessionId ?? randomUUID());
+    const paths = await resolveEngramPaths({
+      engramHome: deps.config.engramHome,
+      cwd: opts.cwd,
+      ...(deps.config.memoryDirOverride ? { memoryDirOverride: deps.config.memoryDirOverride } : {}),
+    });
+    const store = new TranscriptStore(paths.transcriptPath(sessionId));
+    const { entries } = await store.readAll().catch(() => ({ entries: [] as TranscriptEntry[] }));
+    const context = await buildSessionContext({
+      paths,
+      homeDir: deps.config.homeDir,
+      managedClaudeMdPath: deps.config.managedClaudeMdPath,
+      memoryEnabled: deps.memory !== undefined,
+    });
+    const session = new AgentSession(deps, sessionId, paths, store, context, entries.length > 0);
+    if (session.resumed) {
+      // A resumed session keeps its session-start snapshot, so the cached prefix (and every fork's) is unchanged.
+      const saved = await loadCacheSafeParams(cacheSafeParamsPathFor(paths.transcriptPath(sessionId))).catch(
+        () => undefined,
+      );
+      if (saved && saved.model === deps.config.model) {
+        session.context = {
+          ...context,
+          system: saved.system,
+          userContext: saved.userContext ?? context.userContext,
+        };
+        session.paramsSaved = true;
+      }
+    } else {
+      for (const { path, overflow } of context.indexOverflows)
+        session.notices.push(describeOverflow(path, overflow));
+    }
+    return session;
+  }
+
+  get userContext(): string {
+    return this.context.userContext;
+  }
+
+  cacheSafeParams(): CacheSafeParams {
+    return {
+      model: this.deps.config.model,
+      system: this.context.system,
+      tools: toolDefinitions(this.tools),
+      userContext: this.context.userContext,
+      maxTokens: this.deps.config.maxOutputTokens,
+    };
+  }
+
+  async liveChain(): Promise<{ entries: TranscriptEntry[]; chain: ChainEntry[] }> {
+    const { entries } = await this.store.readAll().catch(() => ({ entries: [] as TranscriptEntry[] }));
+    if (entries.length === 0) return { entries, chain: [] };
+    return { entries, chain: buildChain(entries).live as ChainEntry[] };
+  }
+
+  async runTurn(prompt: string, opts: TurnOptions): Promise<TurnResult> {
+    const { config, client } = this.deps;
+    const { chain } = await this.liveChain();
+    this.readFileState ??= seedReadFileState(chain, this.paths.cwd);
+    if (!this.paramsSaved) {
+      await saveCacheSafeParams(cacheSafeParamsPathFor(this.store.path), this.cacheSafeParams());
+      this.paramsSaved = true;
+    }
+    const user = createUserEntry(
+      { sessionId: this.sessionId, cwd: this.paths.cwd, parentUuid: chain.at(-1)?.uuid ?? null },
+      prompt,
+    );
+    await this.store.append([user]);
+    const injectedRules = new Set(
+      chain.filter((e) => e.attachmentKind === ATTACHMENT_KIND_RULE).map((e) => String(e.rulePath)),
+    );
+    const result = await runQueryLoop({
+      client,
+      model: config.model,
+      system: this.context.system,
+      tools: this.tools,
+      maxTokens: config.maxOutputTokens,
+      messages: [...chain, user],
+      userContext: this.context.userContext,
+      canUseTool: opts.canUseTool,
+      maxTurns: config.maxTurns,
+      ...(opts.signal ? { signal: opts.signal } : {}),
+      cwd: this.paths.cwd,
+      sessionId: this.sessionId,
+      readFileState: this.readFileState,
+      toolResultsDir: this.paths.toolResultsDir(this.sessionId),
+      beforeModelCall: (state) => this.conditionalRuleAttachments(state.readFileState, injectedRules),
+      onMessage: async (entry) => {
+        await this.store.append([entry]);
+        emitEvents(entry, opts.onEvent);
+      },
+    });
+    this.readFileState = result.readFileState;
+    for (const denied of result.deniedCalls)
+      opts.onEvent?.({ type: 'tool_denied', text: `${denied.tool}: ${denied.message}` });
+
+    const { entries, chain: after } = await this.liveChain();
+    const leafEntry = entries.at(-1)!;
+    const leaf = { leafUuid: leafEntry.uuid!, leafSeq: entries.length };
+    let extract: MemoryWorkStatus = { status: 'skipped', reason: 'memory is disabled' };
+    if (this.deps.memory) {
+      extract =
+        result.endReason === 'completed'
+          ? await this.deps.memory.afterTurn(this, after, leaf)
+          : { status: 'skipped', reason: `the turn ended by ${result.endReason}` };
+    }
+    return {
+      sessionId: this.sessionId,
+      answer: finalText(result.newMessages),
+      usage: result.usage,
+      turns: result.turns,
+      endReason: result.endReason,
+      leaf,
+      deniedCalls: result.deniedCalls.length,
+      memory: { extract },
+    };
+  }
+
+  /** Records what the workers saved, so the transcript shows it (not model-visible). */
+  async recordReceipts(receipts: readonly ExtractReceipt[]): Promise<void> {
+    const memories = receipts.flatMap((r) => r.memories);
+    if (memories.length === 0) return;
+    const { chain } = await this.liveChain();
+    await this.store.append([
+      createSystemEntry(
+        { sessionId: this.sessionId, cwd: this.paths.cwd, parentUuid: chain.at(-1)?.uuid ?? null },
+        'memory_saved',
+        describeReceipts(receipts),
+        { memories },
+      ),
+    ]);
+  }
+
+  /** Conditional CLAUDE.md rules whose globs match a file touched in this context, injected once each. */
+  private conditionalRuleAttachments(readFileState: ReadFileState, injected: Set<string>): AttachmentInput[] {
+    const out: AttachmentInput[] = [];
+    const touched = [...readFileState.entries()].map(([path]) => path);
+    for (const rule of this.context.conditionalRules) {
+      if (injected.has(rule.path)) continue;
+      const hit = touched.find((p) => ruleMatchesPath(rule as ClaudeMdFile, p));
+      if (!hit) continue;
+      injected.add(rule.path);
+      out.push({
+        content: `<system-reminder>\n${renderConditionalRule(rule, hit)}\n</system-reminder>`,
+        extra: { attachmentKind: ATTACHMENT_KIND_RULE, rulePath: rule.path },
+      });
+    }
+    return out;
+  }
+}
+
+export function describeReceipts(receipts: readonly ExtractReceipt[]): string {
+  const memories = receipts.flatMap((r) => r.memories);
+  if (memories.length === 0) return 'No new memories saved.';
+  const names = [...new Set(memories.map((m) => m.path))];
+  return `Saved ${names.length} ${names.length === 1 ? 'memory' : 'memories'}: ${names.join(', ')}`;
+}
+
+function finalText(entries: readonly ChainEntry[]): string {
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const entry = entries[i]!;
+    if (entry.type !== 'assistant') continue;
+    const content = entry.message?.content;
+    if (typeof content === 'string') return content;
+    if (Array.isArray(content)) {
+      return content
+        .filter((b): b is { type: 'text'; text: string } => (b as { type: string }).type === 'text')
+        .map((b) => b.text)
+        .join('\n')
+        .trim();
+    }
+  }
+  return '';
+}
+
+function emitEvents(entry: ChainEntry, onEvent: TurnOptions['onEvent']): void {
+  if (!onEvent || entry.type !== 'assistant' || !Array.isArray(entry.message?.content)) return;
+  for (const block of entry.message.content as Array<{
+    type: string;
+    text?: string;
+    name?: string;
+    input?: unknown;
+  }>) {
+    if (block.type === 'text' && block.text?.trim()) onEvent({ type: 'text', text: block.text });
+    if (block.type === 'tool_use')
+      onEvent({ type: 'tool_use', text: `${block.name} ${JSON.stringify(block.input).slice(0, 160)}` });
+  }
+}
