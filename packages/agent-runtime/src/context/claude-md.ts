@@ -92,7 +92,7 @@ export async function loadClaudeMdFiles(opts: LoadClaudeMdOptions): Promise<Clau
   const files: ClaudeMdFile[] = [];
   const add = async (path: string, kind: ClaudeMdKind) => {
     const content = await readIfFile(path);
-    if (content !== undefined && content.trim()) files.push({ path, kind, content });
+    if (content?.trim()) files.push({ path, kind, content });
   };
   await add(opts.managedPath ?? '/etc/claude-code/CLAUDE.md', 'managed');
   await add(join(opts.homeDir, '.claude', 'CLAUDE.md'), 'user');
