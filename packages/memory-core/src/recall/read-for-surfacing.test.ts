@@ -32,10 +32,10 @@ function write(rel: string, content: string, ageDays = 0): string {
   return path;
 }
 
-const read = (filenames: string[], extra: { displayDir?: string; now?: number } = {}) =>
-  readMemoriesForSurfacing({ memoryDir, filenames, now: NOW, ...extra });
+describe.each(['auto', 'async'] as const)('readMemoriesForSurfacing (io: %s)', (io) => {
+  const read = (filenames: string[], extra: { displayDir?: string; now?: number } = {}) =>
+    readMemoriesForSurfacing({ memoryDir, filenames, now: NOW, io, ...extra });
 
-describe('readMemoriesForSurfacing', () => {
   it('reads a small memory whole, with a "saved today" header', async () => {
     const text = '---\nname: pnpm\ndescription: use pnpm\ntype: feedback\n---\nAlways pnpm.\n';
     write('feedback_pnpm.md', text);
