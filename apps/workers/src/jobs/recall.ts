@@ -66,6 +66,8 @@ export function modelSelector(client: ModelClient, model: string): MemorySelecto
   };
 }
 
+const round2 = (ms: number) => Math.round(ms * 100) / 100;
+
 export function createRecallHandler(deps: RecallDeps) {
   const { config, metrics, logger } = deps;
   const selector = modelSelector(deps.client, config.smallModel);
@@ -92,6 +94,7 @@ export function createRecallHandler(deps: RecallDeps) {
     }
 
     const scan = await scanMemoryDir(paths.memoryDir, { signal: ctx.signal });
+    const scanned = performance.now();
     const selection = await selectRelevantMemories({
       query: payload.query,
       headers: scan.headers,
@@ -102,6 +105,7 @@ export function createRecallHandler(deps: RecallDeps) {
       timeoutMs,
       signal: ctx.signal,
     });
+    const selected = performance.now();
     const read = await readMemoriesForSurfacing({
       memoryDir: paths.memoryDir,
       filenames: selection.selected.map((h) => h.filename),
@@ -122,6 +126,11 @@ export function createRecallHandler(deps: RecallDeps) {
         ...(selection.unknownPicks.length ? { ignoredPicks: selection.unknownPicks.length } : {}),
         ...(read.dropped.length ? { dropped: read.dropped.map((d) => `${d.path}: ${d.reason}`) } : {}),
         latencyMs: Math.round(latencyMs),
+        phasesMs: {
+          scan: round2(scanned - started),
+          select: round2(selected - scanned),
+          read: round2(started + latencyMs - selected),
+        },
       },
       'recall done',
     );
