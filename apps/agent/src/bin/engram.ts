@@ -1,18 +1,11 @@
 #!/usr/bin/env node
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { chatCommand } from '../commands/chat.js';
-import { demoCommand } from '../commands/demo.js';
-import { devCommand } from '../commands/dev.js';
-import { doctorCommand } from '../commands/doctor.js';
-import { memoryEdit, memoryForget, memoryList, memoryPath, memoryShow } from '../commands/memory.js';
 import { EXIT, stdio } from '../commands/output.js';
-import { runCommand } from '../commands/run.js';
-import { serveCommand } from '../commands/serve.js';
-import { workersCommand } from '../commands/workers.js';
 import { type AgentConfig, AgentConfigError, loadAgentConfig } from '../config.js';
 
 // `engram`: the CLI. Exit codes: 0 ok, 1 model/tool failure, 2 usage or configuration error.
+// Command modules load lazily, so `engram --help` does not pay for BullMQ, the SDK and the worker service.
 
 const USAGE_ERROR_CODES = new Set([
   'CONFIG_INVALID',
@@ -64,7 +57,7 @@ program
   .option('--allowed-tools <list>', 'tools allowed without asking, e.g. "Bash,Write,Edit"')
   .action(async (opts) => {
     setExit(
-      await runCommand(
+      await (await import('../commands/run.js')).runCommand(
         config(),
         {
           prompt: opts.prompt,
@@ -84,7 +77,13 @@ program
   .option('--session <id>', 'resume this session')
   .option('--cwd <dir>', 'working directory')
   .action(async (opts) => {
-    setExit(await chatCommand(config(), { cwd: cwdOf(opts), session: opts.session }, stdio));
+    setExit(
+      await (await import('../commands/chat.js')).chatCommand(
+        config(),
+        { cwd: cwdOf(opts), session: opts.session },
+        stdio,
+      ),
+    );
   });
 
 const memory = program.command('memory').description("inspect and manage this project's memories");
@@ -94,49 +93,83 @@ memory
   .option('--cwd <dir>', 'project directory')
   .option('--json', 'machine-readable output')
   .action(async (opts) =>
-    setExit(await memoryList(config(), { cwd: cwdOf(opts), json: !!opts.json }, stdio)),
+    setExit(
+      await (await import('../commands/memory.js')).memoryList(
+        config(),
+        { cwd: cwdOf(opts), json: !!opts.json },
+        stdio,
+      ),
+    ),
   );
 memory
   .command('show <file>')
   .description('print one memory file')
   .option('--cwd <dir>', 'project directory')
-  .action(async (file, opts) => setExit(await memoryShow(config(), { cwd: cwdOf(opts), file }, stdio)));
+  .action(async (file, opts) =>
+    setExit(
+      await (await import('../commands/memory.js')).memoryShow(config(), { cwd: cwdOf(opts), file }, stdio),
+    ),
+  );
 memory
   .command('edit <file>')
   .description('open a memory in $VISUAL / $EDITOR')
   .option('--cwd <dir>', 'project directory')
-  .action(async (file, opts) => setExit(await memoryEdit(config(), { cwd: cwdOf(opts), file }, stdio)));
+  .action(async (file, opts) =>
+    setExit(
+      await (await import('../commands/memory.js')).memoryEdit(config(), { cwd: cwdOf(opts), file }, stdio),
+    ),
+  );
 memory
   .command('forget <file>')
   .description('delete a memory and its MEMORY.md pointer')
   .option('--cwd <dir>', 'project directory')
-  .action(async (file, opts) => setExit(await memoryForget(config(), { cwd: cwdOf(opts), file }, stdio)));
+  .action(async (file, opts) =>
+    setExit(
+      await (await import('../commands/memory.js')).memoryForget(config(), { cwd: cwdOf(opts), file }, stdio),
+    ),
+  );
 memory
   .command('path')
   .description('print the memory directory')
   .option('--cwd <dir>', 'project directory')
   .option('--json', 'all paths, machine-readable')
   .action(async (opts) =>
-    setExit(await memoryPath(config(), { cwd: cwdOf(opts), json: !!opts.json }, stdio)),
+    setExit(
+      await (await import('../commands/memory.js')).memoryPath(
+        config(),
+        { cwd: cwdOf(opts), json: !!opts.json },
+        stdio,
+      ),
+    ),
   );
 
 program
   .command('workers')
   .description('run the worker service (all queues) until Ctrl-C')
-  .action(async () => setExit(await workersCommand(stdio)));
+  .action(async () => setExit(await (await import('../commands/workers.js')).workersCommand(stdio)));
 
 program
   .command('doctor')
   .description('check the queue engine, ENGRAM_HOME, the model and the workers')
   .option('--json', 'machine-readable output')
-  .action(async (opts) => setExit(await doctorCommand(config(), { json: !!opts.json }, stdio)));
+  .action(async (opts) =>
+    setExit(
+      await (await import('../commands/doctor.js')).doctorCommand(config(), { json: !!opts.json }, stdio),
+    ),
+  );
 
 program
   .command('dev')
   .description('run the whole stack on this machine (queue engine + workers + dashboard) until Ctrl-C')
   .option('--port <port>', 'dashboard/metrics port (default 8090)', port)
   .action(async (opts) =>
-    setExit(await devCommand(config(), { ...(opts.port !== undefined ? { port: opts.port } : {}) }, stdio)),
+    setExit(
+      await (await import('../commands/dev.js')).devCommand(
+        config(),
+        { ...(opts.port !== undefined ? { port: opts.port } : {}) },
+        stdio,
+      ),
+    ),
   );
 
 program
@@ -144,7 +177,13 @@ program
   .description('scripted end-to-end demo against a local test model server (no API key needed)')
   .option('--home <dir>', 'ENGRAM_HOME for the demo (default: a fresh temp directory)')
   .action(async (opts) =>
-    setExit(await demoCommand(config(), { ...(opts.home ? { home: resolve(opts.home) } : {}) }, stdio)),
+    setExit(
+      await (await import('../commands/demo.js')).demoCommand(
+        config(),
+        { ...(opts.home ? { home: resolve(opts.home) } : {}) },
+        stdio,
+      ),
+    ),
   );
 
 program
@@ -152,7 +191,15 @@ program
   .description('hosted HTTP API: POST /v1/turns')
   .option('--port <port>', 'port', port, 8080)
   .option('--host <host>', 'interface to bind', '127.0.0.1')
-  .action(async (opts) => setExit(await serveCommand(config(), { port: opts.port, host: opts.host }, stdio)));
+  .action(async (opts) =>
+    setExit(
+      await (await import('../commands/serve.js')).serveCommand(
+        config(),
+        { port: opts.port, host: opts.host },
+        stdio,
+      ),
+    ),
+  );
 
 async function main(): Promise<void> {
   // `engram … | head`: a closed stdout is not an error; exit quietly (exit hooks still stop child servers).

@@ -1,22 +1,22 @@
+import { chmodSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import type { QueueBackendConfig } from '@engram/queue/backend-config';
-import { inspectBackend } from '@engram/queue/diagnostics';
 import { EmbeddedPostgresError, startEmbeddedPostgres } from '@engram/queue/embedded-postgres';
 import { findRedisServer, startLocalRedis } from '@engram/queue/local-redis';
 import { loadWorkersConfig } from '@engram/workers/config';
 import type { WorkerService } from '@engram/workers/service';
 import { startWorkers } from '../commands/workers.js';
 
-// The whole stack on one machine for `engram dev` and `engram demo`: a queue engine (the configured one; else a
-// Redis already on 6379; else a redis-server child; else an embedded PostgreSQL — nothing but Node needed)
-// and the worker service in this process.
+// The whole stack on one machine for `engram dev` and `engram demo`: a queue engine (REDIS_URL or
+// ENGRAM_QUEUE_URL when set; else a redis-server child when the binary is installed; else an embedded
+// PostgreSQL — nothing but Node needed) and the worker service in this process.
 
 export interface LocalStack {
   backend: QueueBackendConfig;
   /** How the engine was obtained, for the screen. */
-  origin: 'configured' | 'running-redis' | 'redis-server-child' | 'embedded-postgres';
+  origin: 'configured' | 'redis-server-child' | 'embedded-postgres';
   service: WorkerService;
   notes: string[];
   stop(): Promise<void>;
@@ -50,10 +50,6 @@ async function chooseBackend(opts: StartLocalStackOptions): Promise<{
   if (!opts.configured.implicit) {
     return { backend: opts.configured, origin: 'configured', stop: async () => {}, notes };
   }
-  const existing = await inspectBackend(opts.configured, 1_000);
-  if (existing.reachable && existing.problems.length === 0) {
-    return { backend: opts.configured, origin: 'running-redis', stop: async () => {}, notes };
-  }
   if (findRedisServer()) {
     const port = (await portFree(6379)) ? 6379 : undefined;
     const redis = await startLocalRedis({
@@ -76,7 +72,11 @@ async function chooseBackend(opts: StartLocalStackOptions): Promise<{
     if (!(error instanceof EmbeddedPostgresError) || error.code !== 'EMBEDDED_POSTGRES_DATA_DIR_UNREACHABLE')
       throw error;
     // As root, the server runs as "postgres", which cannot enter /root: keep its data under /var/lib instead.
-    dataDir = join('/var/lib/engram/pg', sanitizePath(opts.engramHome));
+    const base = '/var/lib/engram/pg';
+    mkdirSync(base, { recursive: true, mode: 0o755 });
+    chmodSync('/var/lib/engram', 0o755);
+    chmodSync(base, 0o755);
+    dataDir = join(base, sanitizePath(opts.engramHome));
     pg = await startEmbeddedPostgres({ dataDir });
     notes.push(`PostgreSQL data lives in ${dataDir} (the server's user cannot reach ${opts.engramHome}).`);
   }
