@@ -247,9 +247,9 @@ describe('engram memory', () => {
     expect(list.memories.map((m: { file: string }) => m.file)).toEqual(['user_role.md']);
     const missing = await engram(['memory', 'forget', 'nope.md', '--cwd', cwd], { env: env() });
     expect(missing.code).toBe(1);
-    const escape = await engram(['memory', 'show', '../../etc/passwd.md', '--cwd', cwd], { env: env() });
-    expect(escape.code).toBe(2);
-    expect(escape.stderr).toContain('leaves the memory directory');
+    const escaped = await engram(['memory', 'show', '../../etc/passwd.md', '--cwd', cwd], { env: env() });
+    expect(escaped.code).toBe(2);
+    expect(escaped.stderr).toContain('leaves the memory directory');
   });
 });
 
