@@ -15,14 +15,19 @@ export function capRecallQuery(prompt: string): string {
 }
 
 const relativeMemoryPath = z.string().min(1).max(300);
+/** Per exclusion list; past it the foreground sends the most recent ones (the scan lists at most 200 files). */
+export const MAX_EXCLUDED_PATHS = 400;
 
 export const recallPayload = projectRef.extend({
   sessionId,
   query: z.string().min(1).max(MAX_QUERY_CHARS),
-  /** Memory files already injected in this context (relative to the memory directory). */
-  alreadySurfaced: z.array(relativeMemoryPath).max(64),
+  /**
+   * Memory files already injected in this context (relative to the memory directory). The 60 KiB budget
+   * bounds their bytes, not their count: small files can add up to a few hundred.
+   */
+  alreadySurfaced: z.array(relativeMemoryPath).max(MAX_EXCLUDED_PATHS),
   /** Memory files the agent already read or wrote in this context (relative to the memory directory). */
-  alreadyRead: z.array(relativeMemoryPath).max(64),
+  alreadyRead: z.array(relativeMemoryPath).max(MAX_EXCLUDED_PATHS),
   /** Tools used successfully since the previous user turn. */
   recentTools: z.array(z.string().max(64)).max(32),
   requestedAt: z.iso.datetime(),
