@@ -1,4 +1,5 @@
 import { createModelClient } from '@engram/agent-runtime/model/client';
+import { createDreamHandler } from './jobs/dream.js';
 import { createExtractHandler } from './jobs/extract.js';
 import { createRecallHandler, createRecallModelClient } from './jobs/recall.js';
 import type { HandlerDeps, WorkerHandlers } from './service.js';
@@ -16,6 +17,7 @@ export function createHandlers(deps: HandlerDeps): WorkerHandlers {
   });
   return {
     extract: createExtractHandler({ ...deps, client }),
+    dream: createDreamHandler({ ...deps, client }),
     // The selector gets its own client: SDK retries off (a retried side query would answer too late).
     recall: createRecallHandler({ ...deps, client: createRecallModelClient(deps.config) }),
   };

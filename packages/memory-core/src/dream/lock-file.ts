@@ -18,12 +18,12 @@ export function consolidateLockPath(memoryDir: string): string {
   return join(memoryDir, CONSOLIDATE_LOCK_FILE);
 }
 
-/** The file's mtime and body, or undefined when there is none. */
+/** The file's mtime (whole milliseconds) and body, or undefined when there is none. */
 export async function readConsolidateLockFile(memoryDir: string): Promise<ConsolidateLockFile | undefined> {
   const path = consolidateLockPath(memoryDir);
   try {
     const [stat, body] = await Promise.all([fs.stat(path), fs.readFile(path, 'utf8')]);
-    return { mtimeMs: stat.mtimeMs, body };
+    return { mtimeMs: Math.round(stat.mtimeMs), body };
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;

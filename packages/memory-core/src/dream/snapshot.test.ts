@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { listMemories } from '../memdir/memory-files.js';
 import { scanMemoryDir } from '../memdir/scan.js';
 import { makeTempDir } from '../testing/temp-dir.test-helpers.js';
+import { readDreamManifest } from './manifest.js';
 import {
   createSnapshot,
   HISTORY_DIRNAME,
@@ -19,6 +20,7 @@ import {
   pruneSnapshots,
   restoreSnapshot,
   SnapshotError,
+  snapshotDir,
 } from './snapshot.js';
 
 const cleanups: Array<() => void> = [];
@@ -64,6 +66,9 @@ describe('snapshots', () => {
     expect(statSync(join(copy, 'a.md')).mtimeMs).toBe(OLD.getTime());
     expect(existsSync(join(copy, 'notes.txt'))).toBe(false);
     expect(existsSync(join(copy, '.consolidate-lock'))).toBe(false);
+    // A snapshot reads like a memory directory (the safety check's baseline after an interrupted run).
+    expect(snapshotDir(dir, first.id)).toBe(copy);
+    expect((await readDreamManifest(copy)).map((e) => e.file)).toEqual(['a.md', 'b.md', 'team/t.md']);
     // No temp directory is left behind.
     expect(readdirSync(join(dir, HISTORY_DIRNAME)).filter((n) => n.startsWith('.tmp-'))).toEqual([]);
 

@@ -66,6 +66,11 @@ function makeId(now: Date): string {
   return `${stamp}-${randomBytes(4).toString('hex')}`;
 }
 
+/** The directory holding snapshot `id` (a tree of Markdown files readable like a memory directory). */
+export function snapshotDir(memoryDir: string, id: string): string {
+  return join(historyDir(memoryDir), validateSnapshotId(id));
+}
+
 /** Throws SnapshotError('INVALID_ID') for anything that is not a snapshot id (no paths, no dots). */
 export function validateSnapshotId(id: string): string {
   if (typeof id !== 'string' || !SNAPSHOT_ID.test(id)) {

@@ -40,7 +40,10 @@ describe.each(TEST_BACKENDS)('consolidation lock on %s', (kind, backend) => {
 
     expect(await a!.release({ success: true })).toBe(true);
     expect(await a!.release({ success: false })).toBe(true); // idempotent: the first outcome stands
-    expect(await readConsolidationState(s, P)).toEqual({ lastConsolidatedAtMs: a!.startedAtMs, recorded: true });
+    expect(await readConsolidationState(s, P)).toEqual({
+      lastConsolidatedAtMs: a!.startedAtMs,
+      recorded: true,
+    });
 
     const b = await tryAcquireConsolidation(s, P, 'worker-b', { ttlMs: 10_000 });
     expect(b!.token).toBeGreaterThan(a!.token);
