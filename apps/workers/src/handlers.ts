@@ -2,6 +2,7 @@ import { createModelClient } from '@engram/agent-runtime/model/client';
 import { createDreamHandler } from './jobs/dream.js';
 import { createExtractHandler } from './jobs/extract.js';
 import { createRecallHandler, createRecallModelClient } from './jobs/recall.js';
+import { createSessionMemoryHandler } from './jobs/session-memory.js';
 import type { HandlerDeps, WorkerHandlers } from './service.js';
 
 // Composition of the job handlers this build runs, with the shared model client.
@@ -17,6 +18,7 @@ export function createHandlers(deps: HandlerDeps): WorkerHandlers {
   });
   return {
     extract: createExtractHandler({ ...deps, client }),
+    'session-memory': createSessionMemoryHandler({ ...deps, client }),
     dream: createDreamHandler({ ...deps, client }),
     // The selector gets its own client: SDK retries off (a retried side query would answer too late).
     recall: createRecallHandler({ ...deps, client: createRecallModelClient(deps.config) }),
