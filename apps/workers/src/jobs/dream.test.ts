@@ -128,6 +128,7 @@ describe('dream end to end', () => {
         toolUse('Write', { file_path: join(mem, 'feedback_pnpm.md'), content: MERGED }),
         toolUse('Write', { file_path: join(mem, 'feedback_pnpm_again.md'), content: '' }),
         toolUse('Bash', { command: `rm ${join(mem, 'user_role.md')}` }),
+        toolUse('Write', { file_path: join(mem, '.history', 'tampered.md'), content: 'x' }),
       ),
       reply(toolUse('Read', { file_path: join(mem, 'MEMORY.md') })),
       reply(toolUse('Write', { file_path: join(mem, 'MEMORY.md'), content: newIndex })),
@@ -156,7 +157,8 @@ describe('dream end to end', () => {
       files: { created: [], updated: ['feedback_pnpm.md'], deleted: ['feedback_pnpm_again.md'] },
       indexLines: { before: 4, after: 3 },
       turns: 6,
-      deniedToolCalls: 1,
+      // `rm` (not read-only) and a write into the snapshots are denied.
+      deniedToolCalls: 2,
       previousConsolidatedAt: new Date(prior).toISOString(),
     });
 
@@ -213,6 +215,7 @@ describe('dream end to end', () => {
     const [snapshot] = await listSnapshots(mem);
     expect(snapshot?.id).toBe(result.snapshotId);
     expect(snapshot?.files.map((f) => f.path)).toContain('feedback_pnpm_again.md');
+    expect(existsSync(join(mem, '.history', 'tampered.md'))).toBe(false);
   });
 
   it('restores the snapshot and fails the job with the reason when a run deletes every memory', async () => {

@@ -24,6 +24,7 @@ import {
   stampConsolidateLockFile,
 } from '@engram/memory-core/dream/lock-file';
 import { readDreamManifest } from '@engram/memory-core/dream/manifest';
+import { consolidationPolicy } from '@engram/memory-core/dream/policy';
 import {
   advanceDreamProgress,
   type DreamProgressState,
@@ -43,7 +44,6 @@ import {
   type EngramPaths,
   engramPathsFromDirNames,
 } from '@engram/memory-core/paths/memory-paths';
-import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
 import { buildMemoryPrompt } from '@engram/memory-core/prompts/memory-prompt';
 import type { DreamPayload, DreamProgress, DreamResult } from '@engram/queue/jobs/dream';
 import { dreamQueueConfig } from '@engram/queue/queues/dream.config';
@@ -68,7 +68,7 @@ import { projectWriterLeaseKey } from './extract.js';
 //      extraction writes while the dream rewrites files. Both are renewed while running; losing either aborts.
 //   3. `.consolidate-lock` stamped as Claude Code does (body = pid, mtime = start).
 //   4. Snapshot of every Markdown file under memory/.history, then the fork: the consolidation prompt with
-//      memoryWritePolicy, ≤30 turns. It forks from the payload's session + leaf (sharing that turn's prompt
+//      memoryWritePolicy (minus hidden entries: .history, .consolidate-lock), ≤30 turns. It forks from the payload's session + leaf (sharing that turn's prompt
 //      cache); without one — or when that session's transcript or parameters are gone — it runs from a
 //      minimal context: the memory prompt as the system prompt and the consolidation prompt as the only
 //      message. Progress (phase, files touched, turns) goes onto the job.
@@ -377,6 +377,10 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
     }
     const survivors = after.filter((e) => !e.empty).map((e) => e.file);
     const finalized = await finalizeConsolidation(memoryDir, assessment, { survivors });
+    if (finalized.indexOverflow) {
+      metrics.indexOverflows.inc({ queue: 'dream', cap: finalized.indexOverflow });
+      log.warn({ cap: finalized.indexOverflow }, 'MEMORY.md still exceeds its load cap after consolidation');
+    }
     await pruneSnapshots(memoryDir, { keep: DREAM_SNAPSHOT_KEEP });
     metrics.memoriesWritten.inc({ queue: 'dream', action: 'created' }, assessment.created.length);
     metrics.memoriesWritten.inc({ queue: 'dream', action: 'updated' }, assessment.updated.length);
@@ -396,6 +400,7 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
       sessionsReviewed: sessionIds.length,
       files: { created: assessment.created, updated: assessment.updated, deleted: assessment.deleted },
       indexLines: { before: assessment.indexLinesBefore, after: finalized.indexLinesAfter },
+      ...(finalized.indexOverflow ? { indexOverflow: finalized.indexOverflow } : {}),
       snapshotId: baseline?.id ?? snapshot.id,
       turns: fork.turns,
       usage: fork.usage,
@@ -467,7 +472,7 @@ async function sessionForkSource(payload: DreamPayload, paths: EngramPaths): Pro
 
 async function runDreamFork(run: ForkRun): Promise<ForkOutcome> {
   const { deps, payload, ctx, paths, instruction, signal, onMessage, log } = run;
-  const canUseTool = memoryWritePolicy(paths.memoryDir, { teamDir: paths.teamDir });
+  const canUseTool = consolidationPolicy(paths.memoryDir, { teamDir: paths.teamDir });
   const source = await sessionForkSource(payload, paths);
   if (source.kind === 'session') {
     const fork = await runForkedAgent({

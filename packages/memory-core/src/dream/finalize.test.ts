@@ -53,6 +53,22 @@ describe('finalizeConsolidation and the manifest', () => {
     expect(existsSync(join(dir, '.history', 'x', 'old.md'))).toBe(true);
   });
 
+  it('reports an index over its line cap', async () => {
+    const t = makeTempDir();
+    cleanups.push(t.cleanup);
+    const dir = join(t.dir, 'memory');
+    mkdirSync(dir, { recursive: true });
+    const lines = Array.from({ length: 201 }, (_, i) => `- [M${i}](m${i}.md) — memory ${i}`);
+    writeFileSync(join(dir, 'MEMORY.md'), `${lines.join('\n')}\n`);
+    const result = await finalizeConsolidation(dir, {
+      deleted: [],
+      created: [],
+      updated: [],
+      rebuildIndex: false,
+    });
+    expect(result).toMatchObject({ indexLinesAfter: 201, indexOverflow: 'lines' });
+  });
+
   it('keeps a "deleted" file that has content again, and rebuilds pointers for every survivor on request', async () => {
     const t = makeTempDir();
     cleanups.push(t.cleanup);

@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
-import { removeIndexEntry } from '../memdir/index-file.js';
+import { type IndexOverflow, removeIndexEntry, truncateEntrypoint } from '../memdir/index-file.js';
 import { ensureIndexPointer, validateMemoryRelPath } from '../memdir/memory-files.js';
 import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '../paths/memory-paths.js';
 import { type ConsolidationAssessment, countIndexLines } from './safety.js';
@@ -18,6 +18,8 @@ export interface FinalizeResult {
   pointersAdded: string[];
   /** Lines of MEMORY.md after finalizing. */
   indexLinesAfter: number;
+  /** Which load cap the final index exceeds, if any (never silent: report it to the user and in metrics). */
+  indexOverflow?: IndexOverflow['cap'];
 }
 
 export async function finalizeConsolidation(
@@ -48,5 +50,12 @@ export async function finalizeConsolidation(
     if ((await ensureIndexPointer(memoryDir, file)).added) pointersAdded.push(file);
   }
   const index = await fs.readFile(join(memoryDir, ENTRYPOINT_NAME), 'utf8').catch(() => '');
-  return { removedFiles, indexLinesRemoved, pointersAdded, indexLinesAfter: countIndexLines(index) };
+  const overflow = truncateEntrypoint(index).overflow;
+  return {
+    removedFiles,
+    indexLinesRemoved,
+    pointersAdded,
+    indexLinesAfter: countIndexLines(index),
+    ...(overflow ? { indexOverflow: overflow.cap } : {}),
+  };
 }

@@ -32,6 +32,7 @@ describe('advanceDreamProgress', () => {
       [
         { name: 'Write', input: { file_path: '/etc/passwd' } },
         { name: 'Write', input: { file_path: '/h/p/memory/../escape.md' } },
+        { name: 'Write', input: { file_path: '/h/p/memory/.history/x/a.md' } },
       ],
       dirs,
     );

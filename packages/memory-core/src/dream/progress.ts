@@ -9,7 +9,7 @@ import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
 //   consolidate — the first Edit/Write of a memory file other than an index;
 //   prune       — the first Edit/Write of a MEMORY.md;
 //   done        — set by the caller when the run and its checks are over.
-// `filesTouched` counts Edit/Write targets inside the memory directory, as requested (a denied or failed call
+// `filesTouched` counts Edit/Write targets inside the memory directory (hidden entries excluded), as requested (a denied or failed call
 // still counts, as in the reference, which documents the list as approximate).
 
 export const DREAM_PROGRESS_PHASES = ['orient', 'gather', 'consolidate', 'prune', 'done'] as const;
@@ -67,6 +67,8 @@ export function advanceDreamProgress(
     const rel = relative(resolve(dirs.memoryDir), path);
     if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) continue;
     const file = rel.split(sep).join('/');
+    // Hidden entries (.history, .consolidate-lock) are not memory files; the policy denies them anyway.
+    if (file.split('/').some((segment) => segment.startsWith('.'))) continue;
     if (!filesTouched.includes(file)) filesTouched.push(file);
     const isIndex = file === ENTRYPOINT_NAME || file.endsWith(`/${ENTRYPOINT_NAME}`);
     phase = later(phase, isIndex ? 'prune' : 'consolidate');

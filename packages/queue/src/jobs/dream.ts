@@ -77,6 +77,8 @@ export const dreamResult = z.object({
     deleted: z.array(z.string()),
   }),
   indexLines: z.object({ before: z.number().int().nonnegative(), after: z.number().int().nonnegative() }),
+  /** Which load cap (200 lines / 25,000 characters) the index still exceeds after the run, if any. */
+  indexOverflow: z.enum(['lines', 'chars', 'both']).optional(),
   /** The pre-run snapshot under memory/.history (restore with `engram memory restore <id>`). */
   snapshotId: z.string().optional(),
   turns: z.number().int().nonnegative(),
