@@ -314,7 +314,7 @@ describe('configuration and usage errors', () => {
 });
 
 describe('engram demo', () => {
-  it('runs with no API key and ends by printing the saved memory file', async () => {
+  it('runs with no API key, prints the saved memory file, then recalls it in a second session', async () => {
     const result = await engram(['demo'], {
       env: {
         PATH: process.env.PATH,

@@ -1,6 +1,7 @@
 import { createInterface, type Interface } from 'node:readline/promises';
 import { listMemories } from '@engram/memory-core/memdir/memory-files';
 import type { AgentConfig } from '../config.js';
+import { describeRecall } from '../memory/recall-prefetch.js';
 import { createAgentRuntime } from '../runtime.js';
 import { AgentSession, describeReceipts } from '../session/agent-session.js';
 import { mainAgentPolicy } from '../session/permissions.js';
@@ -76,6 +77,8 @@ export async function chatCommand(
             if (e.type === 'tool_use') io.err(`· ${e.text}`);
           },
         });
+        const recalled = describeRecall(turn.memory.recall);
+        if (recalled) io.err(`· ${recalled}`);
         io.out(turn.answer);
         if (turn.memory.extract.status === 'queued') watchReceipts(session, turn.leaf.leafSeq);
         else if (turn.memory.extract.status === 'not-queued')

@@ -3,8 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { redactUrl } from '@engram/queue/backend-config';
 import { type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
-import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { jsonReply, reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import type { AgentConfig } from '../config.js';
+import { describeRecall } from '../memory/recall-prefetch.js';
 import { createAgentRuntime } from '../runtime.js';
 import { AgentSession, describeReceipts } from '../session/agent-session.js';
 import { mainAgentPolicy } from '../session/permissions.js';
@@ -16,6 +17,7 @@ import { EXIT, type Output } from './output.js';
 // every reply is canned, and the demo says so.
 
 const PREFERENCE = 'From now on, always use pnpm in this repo — never npm. npm breaks our workspace links.';
+const QUESTION = 'How should I install the dependencies for this project?';
 
 function lastUserText(r: RecordedRequest): string {
   const last = r.body.messages.at(-1);
@@ -54,8 +56,28 @@ export function demoResponder(memoryDir: string) {
       }
       return textReply('Saved 1 memory: feedback_pnpm.md.');
     }
-    if (last.includes('pnpm'))
+    // The recall selector (small model, structured output): pick the pnpm memory when it is offered.
+    if (r.body.output_config?.format) {
+      return jsonReply({ selected_memories: last.includes('feedback_pnpm.md') ? ['feedback_pnpm.md'] : [] });
+    }
+    if (last.includes(QUESTION)) {
+      // The main model thinks (and looks around) a little longer than the small recall model takes.
+      return {
+        ...reply(text('Let me look at the project first.'), toolUse('Glob', { pattern: '*.json' })),
+        latencyMs: 400,
+      };
+    }
+    if (last.includes(PREFERENCE)) {
       return textReply('Understood — I will use pnpm for installs and scripts here, never npm.');
+    }
+    if (all.includes(QUESTION)) {
+      // Only the recalled memory's body (not the MEMORY.md pointer) says this: was the memory injected?
+      return all.includes('Use pnpm for every install and script')
+        ? textReply(
+            'Run `pnpm install` — not npm: you told me npm breaks this repo’s workspace links (recalled from memory).',
+          )
+        : textReply('Run the install with your usual package manager.');
+    }
     return textReply('(scripted demo reply)');
   };
 }
@@ -85,6 +107,7 @@ export async function demoCommand(config: AgentConfig, opts: { home?: string }, 
         ANTHROPIC_BASE_URL: server.url,
         LOG_LEVEL: 'error',
         ENGRAM_DASHBOARD: 'false',
+        ENGRAM_SMALL_MODEL: config.smallModel,
       },
     });
     const runtime = createAgentRuntime({
@@ -125,6 +148,24 @@ export async function demoCommand(config: AgentConfig, opts: { home?: string }, 
       io.out(`\n${session.paths.memoryIndexPath}:\n${index}`);
       const file = join(session.paths.memoryDir, 'feedback_pnpm.md');
       io.out(`${file}:\n${await fs.readFile(file, 'utf8')}`);
+
+      const second = await AgentSession.open(runtime, { cwd: project });
+      io.out(
+        `Session 2 (${second.sessionId}) — a new conversation; its first message carries MEMORY.md\n> ${QUESTION}`,
+      );
+      const answer = await second.runTurn(QUESTION, {
+        canUseTool: mainAgentPolicy({ paths: second.paths, allowedTools: new Set() }),
+        onEvent: (e) => {
+          if (e.type === 'tool_use') io.out(`  · ${e.text}`);
+        },
+      });
+      const recalled = describeRecall(answer.memory.recall);
+      io.out(
+        recalled
+          ? `  · ${recalled} — chosen by the small-model side query while the agent worked, injected before its next model call`
+          : `  · recall: ${answer.memory.recall.status}`,
+      );
+      io.out(answer.answer);
       return EXIT.ok;
     } finally {
       await runtime.close();

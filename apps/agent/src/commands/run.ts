@@ -1,4 +1,5 @@
 import type { AgentConfig } from '../config.js';
+import { describeRecall } from '../memory/recall-prefetch.js';
 import { createAgentRuntime } from '../runtime.js';
 import { AgentSession, describeReceipts } from '../session/agent-session.js';
 import { mainAgentPolicy, parseAllowedTools } from '../session/permissions.js';
@@ -29,7 +30,11 @@ export async function runCommand(config: AgentConfig, opts: RunOptions, io: Outp
         allowedTools: parseAllowedTools(opts.allowedTools),
       }),
     });
-    if (opts.outputFormat === 'text') io.out(turn.answer);
+    if (opts.outputFormat === 'text') {
+      const recalled = describeRecall(turn.memory.recall);
+      if (recalled) io.err(recalled);
+      io.out(turn.answer);
+    }
 
     let drain: { done: boolean; waitedMs: number; receipts: unknown[] } | undefined;
     const extract = turn.memory.extract;
@@ -59,6 +64,7 @@ export async function runCommand(config: AgentConfig, opts: RunOptions, io: Outp
           deniedToolCalls: turn.deniedCalls,
           notices: session.notices,
           memory: {
+            recall: turn.memory.recall,
             extract,
             drained: drain?.done ?? false,
             receipts: drain?.receipts ?? [],

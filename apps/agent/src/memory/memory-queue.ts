@@ -71,6 +71,18 @@ export class MemoryQueue {
     }
   }
 
+  /** One non-blocking look at a job: finished or not, and its result or failure reason. */
+  async jobOutcome<R>(
+    kind: JobKind,
+    jobId: string,
+  ): Promise<{ finished: boolean; result?: R; failedReason?: string }> {
+    const job = await this.producer.queue(kind).getJob(jobId);
+    if (!job?.finishedOn) return { finished: false };
+    return job.failedReason
+      ? { finished: true, failedReason: job.failedReason }
+      : { finished: true, result: job.returnvalue as R };
+  }
+
   /**
    * At turn end: if the agent itself wrote memory since the extraction cursor, that range is covered — move
    * the cursor and skip; otherwise enqueue an extraction for the new leaf (DESIGN §5 `extract`).

@@ -32,6 +32,7 @@ import type { ExtractReceipt } from '@engram/queue/state/session-state';
 import type { AgentConfig } from '../config.js';
 import { buildSessionContext, describeOverflow, type SessionContext } from '../context/session-context.js';
 import type { MemoryQueue, MemoryWorkStatus } from '../memory/memory-queue.js';
+import { RecallPrefetch, type RecallStatus } from '../memory/recall-prefetch.js';
 
 // One conversation with the foreground agent: context assembly, turns through the runtime's query loop, the
 // append-only transcript, the cache-safe parameters workers fork from, and the memory work each turn
@@ -58,7 +59,7 @@ export interface TurnResult {
   endReason: EndReason;
   leaf: { leafUuid: string; leafSeq: number };
   deniedCalls: number;
-  memory: { extract: MemoryWorkStatus };
+  memory: { extract: MemoryWorkStatus; recall: RecallStatus };
 }
 
 export interface AgentSessionDeps {
@@ -156,6 +157,10 @@ export class AgentSession {
       prompt,
     );
     await this.store.append([user]);
+    // Recall is enqueued alongside the first model call and never awaited by it.
+    const recallStart: Promise<RecallPrefetch | undefined> = this.deps.memory
+      ? RecallPrefetch.start(this.deps.memory, this, chain, prompt).catch(() => undefined)
+      : Promise.resolve(undefined);
     const injectedRules = new Set(
       chain.filter((e) => e.attachmentKind === ATTACHMENT_KIND_RULE).map((e) => String(e.rulePath)),
     );
@@ -174,13 +179,23 @@ export class AgentSession {
       sessionId: this.sessionId,
       readFileState: this.readFileState,
       toolResultsDir: this.paths.toolResultsDir(this.sessionId),
-      beforeModelCall: (state) => this.conditionalRuleAttachments(state.readFileState, injectedRules),
+      beforeModelCall: async (state) => {
+        const attachments = this.conditionalRuleAttachments(state.readFileState, injectedRules);
+        // The first request goes out at once; from the second on, a finished recall is injected after the
+        // tool results (one non-blocking look per model call).
+        if (state.turn >= 1) attachments.push(...((await (await recallStart)?.poll(state.messages)) ?? []));
+        return attachments;
+      },
       onMessage: async (entry) => {
         await this.store.append([entry]);
         emitEvents(entry, opts.onEvent);
       },
     });
     this.readFileState = result.readFileState;
+    const recall: RecallStatus = (await recallStart)?.finish() ?? {
+      status: 'skipped',
+      reason: 'memory is disabled',
+    };
     for (const denied of result.deniedCalls)
       opts.onEvent?.({ type: 'tool_denied', text: `${denied.tool}: ${denied.message}` });
 
@@ -202,7 +217,7 @@ export class AgentSession {
       endReason: result.endReason,
       leaf,
       deniedCalls: result.deniedCalls.length,
-      memory: { extract },
+      memory: { extract, recall },
     };
   }
 

@@ -37,7 +37,8 @@ export interface PrefetchEntry {
   isMeta?: boolean;
   isCompactSummary?: boolean;
   isVisibleInTranscriptOnly?: boolean;
-  message?: { role: string; content: string | ReadonlyArray<{ type: string; [key: string]: unknown }> };
+  // Blocks are read defensively; `object` lets interface-typed blocks (no index signature) fit.
+  message?: { role: string; content: string | ReadonlyArray<object> };
   attachmentKind?: unknown;
   memories?: unknown;
   [key: string]: unknown;
