@@ -44,7 +44,13 @@ function demoMemory(): string {
 
 /** The scripted model: the main agent's replies, the extraction fork's tool calls. */
 export function demoResponder(memoryDir: string) {
-  return (r: RecordedRequest): ScriptStep => {
+  // The main model "thinks" until the small model has answered recall, so the scripted run shows the injection
+  // deterministically (in real use the small model is simply faster than the main one).
+  let selectorAnswered!: () => void;
+  const answered = new Promise<void>((resolve) => {
+    selectorAnswered = resolve;
+  });
+  return async (r: RecordedRequest): Promise<ScriptStep> => {
     const all = JSON.stringify(r.body.messages);
     const last = lastUserText(r);
     if (all.includes('You are now the memory extraction subagent')) {
@@ -58,6 +64,7 @@ export function demoResponder(memoryDir: string) {
     }
     // The recall selector (small model, structured output): pick the pnpm memory when it is offered.
     if (r.body.output_config?.format) {
+      setTimeout(selectorAnswered, 0);
       return jsonReply({ selected_memories: last.includes('feedback_pnpm.md') ? ['feedback_pnpm.md'] : [] });
     }
     if (last.includes(QUESTION)) {
