@@ -36,6 +36,8 @@ afterEach(async () => {
 });
 afterAll(() => server.close());
 
+let producer: JobProducer;
+
 async function session(opts: { sessionMemory?: boolean } = {}): Promise<SmSession> {
   const engramHome = mkdtempSync(join(tmpdir(), 'engram-home-'));
   const config = loadWorkersConfig({
@@ -56,7 +58,7 @@ async function session(opts: { sessionMemory?: boolean } = {}): Promise<SmSessio
     http: false,
   });
   closer.defer(() => service.stop('test'));
-  const producer = closer.add(new JobProducer(service.engine));
+  producer = closer.add(new JobProducer(service.engine));
   const queue = producer.queue('session-memory');
   return createSmSession(server, {
     engine: service.engine,
@@ -140,6 +142,18 @@ describe('auto-compaction with session memory', () => {
     expect(chain.boundary?.uuid).toBe(outcome.result.boundary.uuid);
     expect(chain.live.map((e) => e.uuid)).toEqual(s.live.map((e) => e.uuid));
     expect(chain.live[0]!.isCompactSummary).toBe(true);
+
+    // A request for a leaf the compaction replaced is stale: the notes follow the compacted conversation.
+    const old = s.replies.at(-1)!;
+    await s.state.updateSessionMemory({ lastUpdateSeq: 1 }); // so only the leaf check can call it stale
+    const { jobId } = await producer.enqueue('session-memory', s.payload(old, old.contextTokens + 50_000));
+    let stale: unknown;
+    for (let i = 0; i < 750 && stale === undefined; i++) {
+      if ((await producer.queue('session-memory').getJobState(jobId)) === 'completed') {
+        stale = (await producer.queue('session-memory').getJob(jobId))?.returnvalue;
+      } else await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(stale).toMatchObject({ outcome: 'skipped-stale' });
 
     await s.turn('what next?');
     const next = server.messageRequests('parent').at(-1)!.body;

@@ -121,6 +121,11 @@ export function createSessionMemoryHandler(deps: SessionMemoryDeps) {
           `Transcript of session ${payload.sessionId} has no entry ${payload.leafUuid}; the job cannot cover it.`,
         );
       }
+      // A compaction (or a rewind) since the request moved the conversation off this leaf: the notes must
+      // follow the conversation the foreground now has, and the next trigger will ask for that.
+      if (!buildChain(entries).live.some((e) => e.uuid === payload.leafUuid)) {
+        return emptyResult(payload.sessionId, 'skipped-stale');
+      }
       const chain = buildChain(entries, payload.leafUuid);
       const counted = originalEntries(chain.entries);
       const contextTokens = payload.contextTokens ?? tokenCountWithEstimation(chain.live);
