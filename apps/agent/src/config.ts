@@ -35,6 +35,9 @@ const envSchema = z.object({
     .regex(/^[A-Za-z0-9:_-]{1,64}$/)
     .default('engram'),
   ENGRAM_DISABLE_MEMORY: z.enum(['0', '1', 'true', 'false']).optional(),
+  ENGRAM_DREAM_MIN_HOURS: z.coerce.number().positive().default(24),
+  ENGRAM_DREAM_MIN_SESSIONS: positiveInt.default(5),
+  ENGRAM_DREAM_SCAN_INTERVAL_MS: positiveInt.default(10 * 60_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
 });
 
@@ -54,6 +57,7 @@ export interface AgentConfig {
   managedClaudeMdPath: string;
   anthropic: { apiKey: string | undefined; baseURL: string | undefined };
   memoryEnabled: boolean;
+  dream: { minHours: number; minSessions: number; scanIntervalMs: number };
   logLevel: string;
 }
 
@@ -90,6 +94,11 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
     managedClaudeMdPath: e.ENGRAM_MANAGED_CLAUDE_MD,
     anthropic: { apiKey: e.ANTHROPIC_API_KEY, baseURL: e.ANTHROPIC_BASE_URL },
     memoryEnabled: !(e.ENGRAM_DISABLE_MEMORY === '1' || e.ENGRAM_DISABLE_MEMORY === 'true'),
+    dream: {
+      minHours: e.ENGRAM_DREAM_MIN_HOURS,
+      minSessions: e.ENGRAM_DREAM_MIN_SESSIONS,
+      scanIntervalMs: e.ENGRAM_DREAM_SCAN_INTERVAL_MS,
+    },
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -26,5 +26,5 @@ export function createModelClientFor(config: AgentConfig): ModelClient {
 export function createAgentRuntime(config: AgentConfig): AgentRuntime {
   const client = createModelClientFor(config);
   const memory = config.memoryEnabled ? new MemoryQueue(config) : undefined;
-  return { config, client, memory, close: async () => memory?.close() };
+  return { config, client, memory, dream: config.dream, close: async () => memory?.close() };
 }

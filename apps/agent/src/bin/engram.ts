@@ -19,6 +19,8 @@ const USAGE_ERROR_CODES = new Set([
   'EMPTY',
   'INVALID_SESSION_ID',
   'INVALID_MEMORY_FILE',
+  'INVALID_ID',
+  'NOT_FOUND',
 ]);
 
 function port(value: string): number {
@@ -138,6 +140,49 @@ memory
       await (await import('../commands/memory.js')).memoryPath(
         config(),
         { cwd: cwdOf(opts), json: !!opts.json },
+        stdio,
+      ),
+    ),
+  );
+
+memory
+  .command('history')
+  .description('list the snapshots consolidation took of the memory directory')
+  .option('--cwd <dir>', 'project directory')
+  .option('--json', 'machine-readable output')
+  .action(async (opts) =>
+    setExit(
+      await (await import('../commands/memory.js')).memoryHistory(
+        config(),
+        { cwd: cwdOf(opts), json: !!opts.json },
+        stdio,
+      ),
+    ),
+  );
+memory
+  .command('restore <snapshot>')
+  .description('restore the memory directory to a snapshot (the current state is kept as a new snapshot)')
+  .option('--cwd <dir>', 'project directory')
+  .action(async (snapshot, opts) =>
+    setExit(
+      await (await import('../commands/memory.js')).memoryRestore(
+        config(),
+        { cwd: cwdOf(opts), snapshot },
+        stdio,
+      ),
+    ),
+  );
+
+program
+  .command('dream')
+  .description("consolidate this project's memory now and show its progress")
+  .option('--cwd <dir>', 'project directory')
+  .option('--force', 'run even if the 24 h / 5 sessions gate is shut')
+  .action(async (opts) =>
+    setExit(
+      await (await import('../commands/dream.js')).dreamCommand(
+        config(),
+        { cwd: cwdOf(opts), force: !!opts.force },
         stdio,
       ),
     ),

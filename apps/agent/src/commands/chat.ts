@@ -1,6 +1,7 @@
 import { createInterface, type Interface } from 'node:readline/promises';
 import { listMemories } from '@engram/memory-core/memdir/memory-files';
 import type { AgentConfig } from '../config.js';
+import { describeDreamReceipt, takeNewDreamReceipt } from '../memory/dream-trigger.js';
 import { describeRecall } from '../memory/recall-prefetch.js';
 import { createAgentRuntime } from '../runtime.js';
 import { AgentSession, describeReceipts } from '../session/agent-session.js';
@@ -10,7 +11,8 @@ import { EXIT, type Output } from './output.js';
 // `engram chat`: an interactive session. Asks before any write or non-read-only Bash outside the memory
 // directory; shows memory receipts as workers report them, between prompts.
 
-const HELP = 'Commands: /memory (list memories), /clear (start a new session), /exit (quit), /help';
+const HELP =
+  'Commands: /memory (list memories), /compact (compact the context now), /clear (start a new session), /exit (quit), /help';
 
 export async function chatCommand(
   config: AgentConfig,
@@ -41,6 +43,11 @@ export async function chatCommand(
   try {
     io.err(`engram chat — session ${session.sessionId}${session.resumed ? ' (resumed)' : ''}. ${HELP}`);
     for (const notice of session.notices) io.err(`engram: ${notice}`);
+    if (runtime.memory) {
+      // The last consolidation of this project, shown once to the next chat session.
+      const receipt = await takeNewDreamReceipt(runtime.memory, session).catch(() => undefined);
+      if (receipt) io.err(`· ${describeDreamReceipt(receipt)}`);
+    }
     while (true) {
       let line: string;
       try {
@@ -59,6 +66,15 @@ export async function chatCommand(
         if (memories.length === 0) io.out(`No memories yet in ${session.paths.memoryDir}`);
         for (const m of memories)
           io.out(`  [${m.type ?? '-'}] ${m.file} (${m.age}) — ${m.description ?? ''}`);
+        continue;
+      }
+      if (line === '/compact') {
+        const outcome = await session.compact();
+        io.err(
+          outcome.compacted
+            ? `Compacted the conversation ${outcome.via === 'session-memory' ? 'from the session notes (no model call)' : 'with a model-written summary'}.`
+            : `Nothing compacted (${outcome.reason}).`,
+        );
         continue;
       }
       if (line === '/clear') {

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
+import { listSnapshots, restoreSnapshot } from '@engram/memory-core/dream/snapshot';
 import { forgetMemory, listMemories, validateMemoryRelPath } from '@engram/memory-core/memdir/memory-files';
 import { resolveInside } from '@engram/memory-core/paths/containment';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
@@ -104,5 +105,41 @@ export async function memoryPath(
       }),
     );
   } else io.out(paths.memoryDir);
+  return EXIT.ok;
+}
+
+export async function memoryHistory(
+  config: AgentConfig,
+  opts: { cwd: string; json: boolean },
+  io: Output,
+): Promise<number> {
+  const paths = await pathsFor(config, opts.cwd);
+  const snapshots = await listSnapshots(paths.memoryDir);
+  if (opts.json) {
+    io.out(JSON.stringify({ memoryDir: paths.memoryDir, snapshots }));
+    return EXIT.ok;
+  }
+  if (snapshots.length === 0)
+    io.out(`No snapshots in ${paths.memoryDir} (a consolidation takes one before it writes).`);
+  for (const s of snapshots) {
+    io.out(`${s.id}  ${s.createdAt}  ${String(s.files.length).padStart(3)} files  ${s.label ?? ''}`);
+  }
+  return EXIT.ok;
+}
+
+export async function memoryRestore(
+  config: AgentConfig,
+  opts: { cwd: string; snapshot: string },
+  io: Output,
+): Promise<number> {
+  const paths = await pathsFor(config, opts.cwd);
+  const result = await restoreSnapshot(paths.memoryDir, opts.snapshot, {
+    backupLabel: 'before engram memory restore',
+  });
+  io.out(
+    `Restored ${result.restored.length} file${result.restored.length === 1 ? '' : 's'} from ${result.id}` +
+      (result.removed.length ? `, removed ${result.removed.length} created after it` : '') +
+      (result.backupId ? `. The previous state is snapshot ${result.backupId} (restore it to undo).` : '.'),
+  );
   return EXIT.ok;
 }

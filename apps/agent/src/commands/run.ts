@@ -63,8 +63,11 @@ export async function runCommand(config: AgentConfig, opts: RunOptions, io: Outp
           endReason: turn.endReason,
           deniedToolCalls: turn.deniedCalls,
           notices: session.notices,
+          ...(turn.compaction ? { compaction: turn.compaction } : {}),
           memory: {
             recall: turn.memory.recall,
+            dream: turn.memory.dream,
+            sessionMemoryUpdates: turn.memory.sessionMemoryUpdates,
             extract,
             drained: drain?.done ?? false,
             receipts: drain?.receipts ?? [],

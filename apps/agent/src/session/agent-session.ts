@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { type AutoCompactOutcome, reactiveCompact } from '@engram/agent-runtime/compact/auto-compact';
 import {
   type ClaudeMdFile,
   renderConditionalRule,
@@ -11,8 +12,14 @@ import {
   saveCacheSafeParams,
 } from '@engram/agent-runtime/fork/cache-safe-params';
 import { seedReadFileState } from '@engram/agent-runtime/fork/run-forked-agent';
-import { type AttachmentInput, type EndReason, runQueryLoop } from '@engram/agent-runtime/loop/query-loop';
+import {
+  type AttachmentInput,
+  type EndReason,
+  type QueryLoopResult,
+  runQueryLoop,
+} from '@engram/agent-runtime/loop/query-loop';
 import type { ModelClient, Usage } from '@engram/agent-runtime/model/client';
+import { estimateTokens, tokenCountWithEstimation } from '@engram/agent-runtime/model/tokens';
 import { defaultTools, toolDefinitions } from '@engram/agent-runtime/tools/registry';
 import type { CanUseTool, ReadFileState } from '@engram/agent-runtime/tools/tool';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
@@ -31,8 +38,15 @@ import {
 import type { ExtractReceipt } from '@engram/queue/state/session-state';
 import type { AgentConfig } from '../config.js';
 import { buildSessionContext, describeOverflow, type SessionContext } from '../context/session-context.js';
+import {
+  DEFAULT_DREAM_THRESHOLDS,
+  type DreamThresholds,
+  maybeEnqueueDream,
+} from '../memory/dream-trigger.js';
 import type { MemoryQueue, MemoryWorkStatus } from '../memory/memory-queue.js';
 import { RecallPrefetch, type RecallStatus } from '../memory/recall-prefetch.js';
+import { SessionMemoryTrigger } from '../memory/session-memory-trigger.js';
+import { Compactor } from './compactor.js';
 
 // One conversation with the foreground agent: context assembly, turns through the runtime's query loop, the
 // append-only transcript, the cache-safe parameters workers fork from, and the memory work each turn
@@ -59,7 +73,15 @@ export interface TurnResult {
   endReason: EndReason;
   leaf: { leafUuid: string; leafSeq: number };
   deniedCalls: number;
-  memory: { extract: MemoryWorkStatus; recall: RecallStatus };
+  /** How the context was compacted during this turn, if it was. */
+  compaction?: { via: 'session-memory' | 'model'; reactive: boolean };
+  memory: {
+    extract: MemoryWorkStatus;
+    recall: RecallStatus;
+    dream: MemoryWorkStatus;
+    /** Session-memory updates enqueued during the turn. */
+    sessionMemoryUpdates: number;
+  };
 }
 
 export interface AgentSessionDeps {
@@ -67,6 +89,8 @@ export interface AgentSessionDeps {
   client: ModelClient;
   /** Absent when memory is disabled. */
   memory: MemoryQueue | undefined;
+  /** Dream gate thresholds (default 24 h / 5 sessions / 10 min). */
+  dream?: DreamThresholds;
 }
 
 export class AgentSession {
@@ -75,6 +99,10 @@ export class AgentSession {
   private readonly tools = defaultTools();
   private readFileState: ReadFileState | undefined;
   private paramsSaved = false;
+  /** Line count of the transcript: the `leafSeq` of its newest entry. */
+  private seq = 0;
+  private readonly compactor: Compactor;
+  private readonly sessionMemory: SessionMemoryTrigger | undefined;
 
   private constructor(
     private readonly deps: AgentSessionDeps,
@@ -83,7 +111,19 @@ export class AgentSession {
     readonly store: TranscriptStore,
     private context: SessionContext,
     readonly resumed: boolean,
-  ) {}
+  ) {
+    this.compactor = new Compactor({
+      client: deps.client,
+      memory: deps.memory,
+      ref: this,
+      engramHome: deps.config.engramHome,
+      contextWindow: deps.config.contextWindow,
+      maxOutputTokens: deps.config.maxOutputTokens,
+      transcriptPath: store.path,
+      params: () => this.cacheSafeParams(),
+    });
+    this.sessionMemory = deps.memory ? new SessionMemoryTrigger(deps.memory, this) : undefined;
+  }
 
   static async open(
     deps: AgentSessionDeps,
@@ -140,23 +180,75 @@ export class AgentSession {
 
   async liveChain(): Promise<{ entries: TranscriptEntry[]; chain: ChainEntry[] }> {
     const { entries } = await this.store.readAll().catch(() => ({ entries: [] as TranscriptEntry[] }));
+    this.seq = entries.length;
     if (entries.length === 0) return { entries, chain: [] };
     return { entries, chain: buildChain(entries).live as ChainEntry[] };
   }
 
+  private async append(entries: readonly TranscriptEntry[]): Promise<void> {
+    const written = await this.store.append(entries);
+    this.seq += written.length;
+  }
+
+  private async ensureParamsSaved(): Promise<void> {
+    if (this.paramsSaved) return;
+    await saveCacheSafeParams(cacheSafeParamsPathFor(this.store.path), this.cacheSafeParams());
+    this.paramsSaved = true;
+  }
+
+  /**
+   * Persists a compaction and starts the post-compaction context: the MEMORY.md/CLAUDE.md snapshot is rebuilt
+   * (and saved for forks), the session-memory baselines move to the compacted size. The recall budget and the
+   * surfaced set derive from the entries after the boundary, so they reset by themselves.
+   */
+  private async applyCompaction(
+    outcome: Extract<AutoCompactOutcome, { compacted: true }>,
+  ): Promise<ChainEntry[]> {
+    await this.append(outcome.newEntries);
+    await this.compactor.recordCompaction(outcome);
+    this.sessionMemory?.reset(outcome.result.postTokens);
+    this.context = await buildSessionContext({
+      paths: this.paths,
+      homeDir: this.deps.config.homeDir,
+      managedClaudeMdPath: this.deps.config.managedClaudeMdPath,
+      memoryEnabled: this.deps.memory !== undefined,
+    });
+    this.paramsSaved = false;
+    return [...outcome.result.live];
+  }
+
+  /** `/compact`: compact now, from the notes if usable, else with a model summary. */
+  async compact(): Promise<AutoCompactOutcome> {
+    const { chain } = await this.liveChain();
+    if (chain.length === 0) return { compacted: false, reason: 'below_threshold', consecutiveFailures: 0 };
+    const outcome = await this.compactor.maybeCompact(chain, tokenCountWithEstimation(chain), true);
+    if (outcome.compacted) await this.applyCompaction(outcome);
+    return outcome;
+  }
+
   async runTurn(prompt: string, opts: TurnOptions): Promise<TurnResult> {
     const { config, client } = this.deps;
-    const { chain } = await this.liveChain();
+    let { chain } = await this.liveChain();
     this.readFileState ??= seedReadFileState(chain, this.paths.cwd);
-    if (!this.paramsSaved) {
-      await saveCacheSafeParams(cacheSafeParamsPathFor(this.store.path), this.cacheSafeParams());
-      this.paramsSaved = true;
+    let compaction: TurnResult['compaction'];
+
+    // Auto-compact before the prompt goes in, so a model-written summary never swallows the pending prompt.
+    if (chain.length > 0) {
+      const outcome = await this.compactor.maybeCompact(
+        chain,
+        tokenCountWithEstimation(chain) + estimateTokens(prompt),
+      );
+      if (outcome.compacted) {
+        chain = await this.applyCompaction(outcome);
+        compaction = { via: outcome.via, reactive: false };
+      }
     }
     const user = createUserEntry(
       { sessionId: this.sessionId, cwd: this.paths.cwd, parentUuid: chain.at(-1)?.uuid ?? null },
       prompt,
     );
-    await this.store.append([user]);
+    await this.append([user]);
+
     // Recall is enqueued alongside the first model call and never awaited by it.
     const recallStart: Promise<RecallPrefetch | undefined> = this.deps.memory
       ? RecallPrefetch.start(this.deps.memory, this, chain, prompt).catch(() => undefined)
@@ -164,33 +256,63 @@ export class AgentSession {
     const injectedRules = new Set(
       chain.filter((e) => e.attachmentKind === ATTACHMENT_KIND_RULE).map((e) => String(e.rulePath)),
     );
-    const result = await runQueryLoop({
-      client,
-      model: config.model,
-      system: this.context.system,
-      tools: this.tools,
-      maxTokens: config.maxOutputTokens,
-      messages: [...chain, user],
-      userContext: this.context.userContext,
-      canUseTool: opts.canUseTool,
-      maxTurns: config.maxTurns,
-      ...(opts.signal ? { signal: opts.signal } : {}),
-      cwd: this.paths.cwd,
-      sessionId: this.sessionId,
-      readFileState: this.readFileState,
-      toolResultsDir: this.paths.toolResultsDir(this.sessionId),
-      beforeModelCall: async (state) => {
-        const attachments = this.conditionalRuleAttachments(state.readFileState, injectedRules);
-        // The first request goes out at once; from the second on, a finished recall is injected after the
-        // tool results (one non-blocking look per model call).
-        if (state.turn >= 1) attachments.push(...((await (await recallStart)?.poll(state.messages)) ?? []));
-        return attachments;
-      },
-      onMessage: async (entry) => {
-        await this.store.append([entry]);
-        emitEvents(entry, opts.onEvent);
+    let sessionMemoryUpdates = 0;
+
+    const attempt = async (messages: readonly ChainEntry[]): Promise<QueryLoopResult> => {
+      await this.ensureParamsSaved();
+      return runQueryLoop({
+        client,
+        model: config.model,
+        system: this.context.system,
+        tools: this.tools,
+        maxTokens: config.maxOutputTokens,
+        messages,
+        userContext: this.context.userContext,
+        canUseTool: opts.canUseTool,
+        maxTurns: config.maxTurns,
+        ...(opts.signal ? { signal: opts.signal } : {}),
+        cwd: this.paths.cwd,
+        sessionId: this.sessionId,
+        ...(this.readFileState ? { readFileState: this.readFileState } : {}),
+        toolResultsDir: this.paths.toolResultsDir(this.sessionId),
+        beforeModelCall: async (state) => {
+          const attachments = this.conditionalRuleAttachments(state.readFileState, injectedRules);
+          // The first request goes out at once; from the second on, a finished recall is injected after the
+          // tool results (one non-blocking look per model call).
+          if (state.turn >= 1) attachments.push(...((await (await recallStart)?.poll(state.messages)) ?? []));
+          return attachments;
+        },
+        afterReply: async (reply, state) => {
+          const leaf = state.newMessages.at(-1);
+          if (!this.sessionMemory || !leaf) return;
+          const status = await this.sessionMemory.afterReply(
+            state.messages,
+            { leafUuid: leaf.uuid, leafSeq: this.seq },
+            tokenCountWithEstimation(state.messages),
+            reply.message.content.some((b) => b.type === 'tool_use'),
+          );
+          if (status?.status === 'queued') sessionMemoryUpdates++;
+        },
+        onMessage: async (entry) => {
+          await this.append([entry]);
+          emitEvents(entry, opts.onEvent);
+        },
+      });
+    };
+    // A "prompt is too long" reply gets exactly one reactive compaction and one retry, then a clear error.
+    const run = await reactiveCompact({
+      entries: [...chain, user],
+      attempt,
+      compact: async () => {
+        const { chain: current } = await this.liveChain();
+        const outcome = await this.compactor.maybeCompact(current, tokenCountWithEstimation(current), true);
+        if (!outcome.compacted) return null;
+        await this.applyCompaction(outcome);
+        compaction = { via: outcome.via, reactive: true };
+        return outcome.newEntries;
       },
     });
+    const result = run.value;
     this.readFileState = result.readFileState;
     const recall: RecallStatus = (await recallStart)?.finish() ?? {
       status: 'skipped',
@@ -202,12 +324,22 @@ export class AgentSession {
     const { entries, chain: after } = await this.liveChain();
     const leafEntry = entries.at(-1)!;
     const leaf = { leafUuid: leafEntry.uuid!, leafSeq: entries.length };
-    let extract: MemoryWorkStatus = { status: 'skipped', reason: 'memory is disabled' };
+    const disabled: MemoryWorkStatus = { status: 'skipped', reason: 'memory is disabled' };
+    let extract: MemoryWorkStatus = disabled;
+    let dream: MemoryWorkStatus = disabled;
     if (this.deps.memory) {
-      extract =
-        result.endReason === 'completed'
-          ? await this.deps.memory.afterTurn(this, after, leaf)
-          : { status: 'skipped', reason: `the turn ended by ${result.endReason}` };
+      if (result.endReason === 'completed') {
+        extract = await this.deps.memory.afterTurn(this, after, leaf);
+        dream = await maybeEnqueueDream(
+          this.deps.memory,
+          this,
+          leaf.leafUuid,
+          this.deps.dream ?? DEFAULT_DREAM_THRESHOLDS,
+        );
+      } else {
+        extract = { status: 'skipped', reason: `the turn ended by ${result.endReason}` };
+        dream = extract;
+      }
     }
     return {
       sessionId: this.sessionId,
@@ -217,7 +349,8 @@ export class AgentSession {
       endReason: result.endReason,
       leaf,
       deniedCalls: result.deniedCalls.length,
-      memory: { extract, recall },
+      ...(compaction ? { compaction } : {}),
+      memory: { extract, recall, dream, sessionMemoryUpdates },
     };
   }
 

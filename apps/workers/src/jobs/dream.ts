@@ -45,7 +45,13 @@ import {
   engramPathsFromDirNames,
 } from '@engram/memory-core/paths/memory-paths';
 import { buildMemoryPrompt } from '@engram/memory-core/prompts/memory-prompt';
-import type { DreamPayload, DreamProgress, DreamResult } from '@engram/queue/jobs/dream';
+import {
+  DREAM_RECEIPT_TTL_MS,
+  type DreamPayload,
+  type DreamProgress,
+  type DreamResult,
+  dreamReceiptKey,
+} from '@engram/queue/jobs/dream';
 import { dreamQueueConfig } from '@engram/queue/queues/dream.config';
 import {
   type ConsolidationLease,
@@ -416,6 +422,12 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
         forkedFrom: result.forkedFrom,
       },
       'consolidation done',
+    );
+    // The receipt the next foreground session of this project shows once ("Consolidated memory: …").
+    await deps.engine.state.setJson(
+      dreamReceiptKey(payload.projectDir),
+      { ...result, atMs: Date.now() },
+      DREAM_RECEIPT_TTL_MS,
     );
     return result;
   } catch (error) {

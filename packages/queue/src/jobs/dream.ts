@@ -93,3 +93,11 @@ export const dreamJob = {
   payload: dreamPayload,
   deduplicationId: (p: DreamPayload) => `dream:${p.projectDir}`,
 } as const;
+
+/** Where the dream worker leaves the last consolidation's receipt for the next foreground session. */
+export function dreamReceiptKey(projectDir: string): string {
+  return `dream-receipt:${projectDir}`;
+}
+
+/** Receipts outlive sessions by the transcript retention period. */
+export const DREAM_RECEIPT_TTL_MS = 30 * 24 * 3600 * 1000;
