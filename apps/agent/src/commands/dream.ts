@@ -32,6 +32,7 @@ export async function dreamCommand(
   const memory = new MemoryQueue(config);
   try {
     const projectDir = sanitizePath(paths.projectRoot);
+    await memory.engine.state.ready();
     const last = await lastConsolidatedAt(memory.engine.state, projectDir);
     const sessionIds = await listSessionsTouchedSince(paths.transcriptDir, last ?? 0, {});
     const queued = await memory.enqueue('dream', {
