@@ -68,10 +68,11 @@ export function demoResponder(memoryDir: string) {
       return jsonReply({ selected_memories: last.includes('feedback_pnpm.md') ? ['feedback_pnpm.md'] : [] });
     }
     if (last.includes(QUESTION)) {
-      // The main model thinks (and looks around) a little longer than the small recall model takes.
+      // The main model "thinks" until the recall selector has answered (bounded), then a little longer.
+      await Promise.race([answered, new Promise((resolve) => setTimeout(resolve, 5_000))]);
       return {
         ...reply(text('Let me look at the project first.'), toolUse('Glob', { pattern: '*.json' })),
-        latencyMs: 400,
+        latencyMs: 300,
       };
     }
     if (last.includes(PREFERENCE)) {
