@@ -235,6 +235,13 @@ export class PostgresStateStore implements StateStore {
   async acquireLease(key: string, holder: string, ttlMs: number): Promise<Lease | undefined> {
     const client = await this.pool.connect();
     let broken: unknown;
+    // A checked-out client is off the pool's error handler: without this listener, the server going away
+    // mid-transaction ('Connection terminated unexpectedly') is an uncaught exception that kills the process.
+    const onError = (error: Error) => {
+      broken ??= error;
+      this.healthy = false;
+    };
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       // Claim the lease row first: a concurrent acquirer blocks on its row lock, then sees it live and gets
@@ -271,6 +278,7 @@ export class PostgresStateStore implements StateStore {
       await client.query('ROLLBACK').catch(() => {});
       throw error;
     } finally {
+      client.removeListener('error', onError);
       // A client whose session failed mid-transaction is discarded rather than reused.
       client.release(broken instanceof Error && isConnectionError(broken) ? broken : undefined);
     }
