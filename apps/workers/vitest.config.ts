@@ -1,3 +1,4 @@
 import { engramVitestConfig } from '../../vitest.shared.js';
 
-export default engramVitestConfig({ redis: true });
+// PostgreSQL too: the extraction, coalescing and crash-recovery tests run on both queue engines.
+export default engramVitestConfig({ redis: true, postgres: true });

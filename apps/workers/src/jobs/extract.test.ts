@@ -3,17 +3,19 @@ import { join } from 'node:path';
 import { parseMemoryFile } from '@engram/memory-core/memdir/frontmatter';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
 import type { ExtractResult } from '@engram/queue/jobs/extract';
+import { postgresSchemaFor } from '@engram/queue/postgres-backend';
 import { JobProducer } from '@engram/queue/producer';
 import { SessionState } from '@engram/queue/state/session-state';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { errors, reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadWorkersConfig } from '../config.js';
 import { createHandlers } from '../handlers.js';
 import { createLogger } from '../logger.js';
 import { startWorkerService, type WorkerService } from '../service.js';
+import { WORKER_TEST_BACKENDS, type WorkerTestBackend } from '../testing/backends.test-helpers.js';
 import {
   createForeground,
   type ForegroundSession,
@@ -45,11 +47,21 @@ const PNPM_MEMORY = [
   '',
 ].join('\n');
 
-async function startService(engramHome: string, extra: Record<string, string> = {}): Promise<WorkerService> {
+/**
+ * A worker service consuming the extract queue on `backend`, in a fresh namespace (on PostgreSQL, a schema the
+ * service itself migrates at start, as a deployment's first start does).
+ */
+async function startService(
+  backend: WorkerTestBackend,
+  engramHome: string,
+  extra: Record<string, string> = {},
+): Promise<WorkerService> {
+  const namespace = uniquePrefix('extract');
+  backend.cleanUpAfter(namespace, closer);
   const config = loadWorkersConfig({
-    REDIS_URL: inject('redisUrl'),
+    ...backend.env(),
     ENGRAM_HOME: engramHome,
-    ENGRAM_NAMESPACE: uniquePrefix('extract'),
+    ENGRAM_NAMESPACE: namespace,
     ENGRAM_QUEUES: 'extract',
     ENGRAM_WORKERS_PORT: '0',
     ANTHROPIC_API_KEY: 'test',
@@ -58,6 +70,7 @@ async function startService(engramHome: string, extra: Record<string, string> = 
     LOG_LEVEL: 'silent',
     ...extra,
   });
+  expect(config.backend.kind).toBe(backend.kind);
   const service = await startWorkerService({
     config,
     logger: createLogger('silent'),
@@ -65,6 +78,8 @@ async function startService(engramHome: string, extra: Record<string, string> = 
     http: false,
   });
   closer.defer(() => service.stop('test'));
+  // On PostgreSQL the namespace is a schema of its own, which the service migrated before consuming.
+  expect(service.engine.schema).toBe(backend.kind === 'postgres' ? postgresSchemaFor(namespace) : undefined);
   return service;
 }
 
@@ -119,7 +134,8 @@ function extractionScript(fg: ForegroundSession, opts: { escape?: string } = {})
   return forkFirst;
 }
 
-describe('extract end to end', () => {
+// Every scenario runs on both queue engines: Redis (production) and BullMQ's PostgreSQL backend (zero-install).
+describe.each(WORKER_TEST_BACKENDS)('extract end to end on %s', (_kind, backend) => {
   it('turns a stated preference into a typed memory with an index pointer, from a cache-sharing fork', async () => {
     const fg = createForeground(server);
     server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Got it — pnpm from now on.')]);
@@ -128,7 +144,7 @@ describe('extract end to end', () => {
       'Please always use pnpm in this repo, never npm: npm breaks our workspace links.',
     );
 
-    const service = await startService(fg.engramHome);
+    const service = await startService(backend, fg.engramHome);
     await producerFor(service).enqueue('extract', fg.extractPayload(leaf));
     const [result] = await waitForResults(service, 1);
 
@@ -188,7 +204,7 @@ describe('extract end to end', () => {
         return textReply('Nothing worth saving.');
       },
     );
-    const service = await startService(fg.engramHome);
+    const service = await startService(backend, fg.engramHome);
     const producer = producerFor(service);
     const first = await fg.turn('first turn with some words');
     await producer.enqueue('extract', fg.extractPayload(first));
@@ -218,7 +234,7 @@ describe('extract end to end', () => {
     server.route('extract', (r) => isExtractionRequest(r.body), [textReply('should never be asked')]);
     await fs.mkdir(fg.paths.memoryDir, { recursive: true });
     const leaf = await fg.turn('remember that I am a Go developer');
-    const service = await startService(fg.engramHome);
+    const service = await startService(backend, fg.engramHome);
     await producerFor(service).enqueue('extract', fg.extractPayload(leaf));
     const [result] = await waitForResults(service, 1);
     expect(result?.outcome).toBe('skipped-direct-write');
@@ -238,7 +254,7 @@ describe('extract end to end', () => {
     );
     const forkFirst = extractionScript(fg);
     const leaf = await fg.turn('always use pnpm please, never npm');
-    const service = await startService(fg.engramHome);
+    const service = await startService(backend, fg.engramHome);
     const receipt = await producerFor(service).enqueue('extract', fg.extractPayload(leaf));
     const [result] = await waitForResults(service, 1);
     expect(result?.outcome).toBe('extracted');
@@ -253,7 +269,7 @@ describe('extract end to end', () => {
     const fg = createForeground(server);
     server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Sure.')]);
     const leaf = await fg.turn('hello there friend');
-    const service = await startService(fg.engramHome);
+    const service = await startService(backend, fg.engramHome);
     const producer = producerFor(service);
     const receipt = await producer.enqueue(
       'extract',
@@ -274,7 +290,7 @@ describe('extract end to end', () => {
     server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Sure.')]);
     extractionScript(fg);
     const leaf = await fg.turn('always use pnpm please, never npm');
-    const service = await startService(fg.engramHome);
+    const service = await startService(backend, fg.engramHome);
     await producerFor(service).enqueue('extract', fg.extractPayload(leaf));
     await waitForResults(service, 1);
     expect(readdirSync(fg.paths.memoryDir).sort()).toEqual(['MEMORY.md', 'feedback_pnpm.md']);
