@@ -4,7 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
-import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
+import type { QueueBackendConfig } from '@engram/queue/backend-config';
+import { startEmbeddedPostgres } from '@engram/queue/embedded-postgres';
+import { openQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import type { ExtractResult } from '@engram/queue/jobs/extract';
 import { startLocalRedis } from '@engram/queue/local-redis';
 import { JobProducer } from '@engram/queue/producer';
@@ -12,14 +14,16 @@ import { SessionState } from '@engram/queue/state/session-state';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadWorkersConfig } from '../config.js';
 import { createHandlers } from '../handlers.js';
 import { createLogger } from '../logger.js';
 import { startWorkerService } from '../service.js';
+import { WORKER_TEST_BACKENDS, withoutBackendEnv } from '../testing/backends.test-helpers.js';
 import { createForeground, isExtractionRequest, lastUserText } from '../testing/foreground.test-helpers.js';
 
-// Crash safety with real processes: a worker killed with SIGKILL mid-fork, and Redis restarted mid-batch.
+// Crash safety with real processes, on both queue engines: a worker killed with SIGKILL mid-fork, and the
+// engine's server (Redis, or the embedded PostgreSQL) stopped and restarted mid-batch.
 
 const WORKER_BIN = fileURLToPath(new URL('../../dist/bin/engram-workers.js', import.meta.url));
 
@@ -40,7 +44,7 @@ const MEMORY =
 
 function spawnWorker(env: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, [WORKER_BIN], {
-    env: { ...process.env, ...env },
+    env: { ...withoutBackendEnv(process.env), ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
@@ -60,16 +64,22 @@ function spawnWorker(env: Record<string, string>): ChildProcess {
   return child;
 }
 
+/** Polls `check`; a check that throws (the engine is unreachable for a moment) counts as not yet. */
 async function waitUntil(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (await check()) return;
+    if (
+      await Promise.resolve()
+        .then(check)
+        .catch(() => false)
+    )
+      return;
     await new Promise((r) => setTimeout(r, 25));
   }
   throw new Error(`timed out waiting for ${what}`);
 }
 
-describe('crash safety', () => {
+describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
   it('a worker killed mid-fork: another worker recovers the job; one memory, cursor advanced, no temp file', async () => {
     const fg = createForeground(server);
     server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
@@ -94,8 +104,9 @@ describe('crash safety', () => {
     const leaf = await fg.turn('always use pnpm in this repo, never npm');
 
     const namespace = uniquePrefix('crash');
+    backend.cleanUpAfter(namespace, closer);
     const env = {
-      REDIS_URL: inject('redisUrl'),
+      ...backend.env(),
       ENGRAM_HOME: fg.engramHome,
       ENGRAM_NAMESPACE: namespace,
       ENGRAM_QUEUES: 'extract',
@@ -107,12 +118,10 @@ describe('crash safety', () => {
       ENGRAM_STALLED_INTERVAL_MS: '500',
       LOG_LEVEL: 'warn',
     };
+    // Opened (on PostgreSQL: migrated) before the first worker starts, so the enqueue below never races the
+    // worker's own migration; both migrate under an advisory lock, the second one is a no-op.
     const engine: QueueEngine = closer.add(
-      createQueueEngine({
-        config: { kind: 'redis', url: inject('redisUrl'), implicit: false },
-        profile: 'worker',
-        namespace,
-      }),
+      await openQueueEngine({ config: backend.config(), profile: 'worker', namespace }),
     );
     const producer = closer.add(new JobProducer(engine));
     const a = spawnWorker(env);
@@ -143,27 +152,73 @@ describe('crash safety', () => {
     const state = new SessionState(engine.state, fg.extractPayload(leaf));
     expect(await state.extractCursor()).toEqual({ leafUuid: leaf.leafUuid, leafSeq: leaf.leafSeq });
   }, 60_000);
+});
 
-  it('Redis stopped and restarted during a batch: every job completes after reconnect', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'engram-restart-redis-'));
+interface RestartableServer {
+  /** The variables that point a worker service at this server. */
+  env: Record<string, string>;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+}
+
+/**
+ * A private server of `kind`, so stopping it disturbs no other test: a persistent local Redis, or an embedded
+ * PostgreSQL in a temporary data directory, restarted on the same port (the workers' URL stays valid).
+ */
+async function restartableServer(kind: QueueBackendConfig['kind']): Promise<RestartableServer> {
+  const dir = mkdtempSync(join(tmpdir(), `engram-restart-${kind}-`));
+  closer.defer(async () => rmSync(dir, { recursive: true, force: true }));
+  if (kind === 'redis') {
     const redis = await startLocalRedis({ dir, persist: true });
-    closer.defer(async () => {
-      await redis.stop();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    closer.defer(() => redis.stop());
+    return { env: { REDIS_URL: redis.url }, stop: () => redis.stop(), start: () => redis.start() };
+  }
+  // As root the server runs as the `postgres` user: the data directory is handed to it (mkdtemp's parent,
+  // the system temp directory, is world-searchable).
+  let postgres = await startEmbeddedPostgres({ dataDir: dir, durable: false });
+  const { port, url } = postgres;
+  closer.defer(() => postgres.stop());
+  return {
+    env: { ENGRAM_QUEUE_URL: url },
+    stop: () => postgres.stop(),
+    start: async () => {
+      postgres = await startEmbeddedPostgres({ dataDir: dir, port, durable: false });
+    },
+  };
+}
+
+describe.each(WORKER_TEST_BACKENDS)('engine restart on %s', (kind) => {
+  it('the server stopped and restarted during a batch: every job completes after reconnect, each session saved once', async () => {
+    const engine = await restartableServer(kind);
     server.route(
       'parent',
       (r) => !isExtractionRequest(r.body),
       (r) => textReply(`ok ${r.index}`),
       { sticky: true },
     );
+    // Each fork saves the same memory in its session's project; a run repeated because the outage hid its
+    // completion must leave exactly the same files behind.
+    const forkRuns = new Map<string, number>();
     server.route(
       'extract',
       (r) => isExtractionRequest(r.body),
-      () => textReply('Nothing new to save.', { latencyMs: 300 }),
-      {
-        sticky: true,
+      (r): ScriptStep => {
+        const instruction = lastUserText(r.body);
+        if (!instruction.includes('You are now the memory extraction subagent')) {
+          return textReply('Saved.', { latencyMs: 150 });
+        }
+        const memoryDir = /the memory directory `([^`]+)`/.exec(instruction)?.[1];
+        if (!memoryDir) throw new Error('no memory directory in the extraction instruction');
+        forkRuns.set(memoryDir, (forkRuns.get(memoryDir) ?? 0) + 1);
+        return {
+          ...reply(
+            text('Saving.'),
+            toolUse('Write', { file_path: join(memoryDir, 'feedback_pnpm.md'), content: MEMORY }),
+          ),
+          latencyMs: 150,
+        };
       },
+      { sticky: true },
     );
     const engramHome = mkdtempSync(join(tmpdir(), 'engram-home-'));
     const sessions = await Promise.all(
@@ -174,16 +229,20 @@ describe('crash safety', () => {
     );
     const namespace = uniquePrefix('restart');
     const config = loadWorkersConfig({
-      REDIS_URL: redis.url,
+      ...engine.env,
       ENGRAM_HOME: engramHome,
       ENGRAM_NAMESPACE: namespace,
       ENGRAM_QUEUES: 'extract',
       ENGRAM_CONCURRENCY_EXTRACT: '2',
+      // A job whose completion was lost in the outage is found stalled and run again within seconds.
+      ENGRAM_LOCK_DURATION_MS: '1500',
+      ENGRAM_STALLED_INTERVAL_MS: '500',
       ANTHROPIC_API_KEY: 'test',
       ANTHROPIC_BASE_URL: server.url,
       ENGRAM_MODEL_MAX_RETRIES: '0',
       LOG_LEVEL: 'silent',
     });
+    expect(config.backend.kind).toBe(kind);
     const service = await startWorkerService({
       config,
       logger: createLogger('silent'),
@@ -199,9 +258,9 @@ describe('crash safety', () => {
     for (const { fg, leaf } of sessions) await producer.enqueue('extract', fg.extractPayload(leaf));
 
     await waitUntil(() => server.messageRequests('extract').length >= 1, 'first fork in flight');
-    await redis.stop();
+    await engine.stop();
     await new Promise((r) => setTimeout(r, 1_000));
-    await redis.start();
+    await engine.start();
 
     const queue = producer.queue('extract');
     await waitUntil(
@@ -209,10 +268,16 @@ describe('crash safety', () => {
       'all jobs completed',
       60_000,
     );
+    expect((await queue.getJobCounts('failed')).failed).toBe(0);
     for (const { fg, leaf } of sessions) {
       const cursor = await new SessionState(service.engine.state, fg.extractPayload(leaf)).extractCursor();
       expect(cursor?.leafSeq).toBe(leaf.leafSeq);
+      expect(readdirSync(fg.paths.memoryDir).sort()).toEqual(['MEMORY.md', 'feedback_pnpm.md']);
+      const index = await fs.readFile(fg.paths.memoryIndexPath, 'utf8');
+      expect(parseIndexEntries(index).map((e) => e.file)).toEqual(['feedback_pnpm.md']);
+      expect(await fs.readFile(join(fg.paths.memoryDir, 'feedback_pnpm.md'), 'utf8')).toBe(MEMORY);
     }
-    expect((await queue.getJobCounts('failed')).failed).toBe(0);
+    // Every session was extracted at least once (a run repeated after the outage is allowed, not required).
+    expect(forkRuns.size).toBe(sessions.length);
   }, 90_000);
 });
