@@ -3,7 +3,7 @@
 //   raw    — `queue.add(name, data)` on a plain BullMQ Queue (default options), the same payload;
 //   typed  — `JobProducer.enqueue('extract', payload)`: zod parse, size check, newest-request record in the
 //            state store (`setIfNewer`), `queue.add` with per-session deduplication, under the enqueue timeout;
-//   turn   — `MemoryQueue.afterTurn(ref, chain, leaf)` with a 50-entry chain: cursor read, `hasMemoryWritesSince`
+//   turn   — `MemoryQueue.afterTurn(ref, turnEntries, leaf)` with a 50-entry turn: `hasMemoryWritesSince`
 //            over the chain, then the typed enqueue (the agent's code, config from `loadAgentConfig`);
 //   typed/turn (dedup) — the same calls for one session over and over (the job is still waiting, so BullMQ
 //            deduplicates it; leafSeq grows as in a real session);

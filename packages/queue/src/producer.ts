@@ -84,13 +84,13 @@ export class JobProducer {
       await this.engine.state.ready();
       const queue = this.queue(kind);
       await queue.waitUntilReady();
-      await def.beforeEnqueue?.(data, this.engine.state);
       const dedupId = def.deduplicationId?.(data);
-      const job = await queue.add(
-        kind,
-        data,
-        dedupId ? { deduplication: { id: dedupId, keepLastIfActive: true } } : {},
-      );
+      // The bookkeeping and the add go out together (one round trip, not two): their order does not matter,
+      // because the worker reads the bookkeeping only when the job runs, well after both have landed.
+      const [, job] = await Promise.all([
+        def.beforeEnqueue?.(data, this.engine.state),
+        queue.add(kind, data, dedupId ? { deduplication: { id: dedupId, keepLastIfActive: true } } : {}),
+      ]);
       return { kind, queue: def.queue, jobId: String(job.id) };
     };
     let timer: NodeJS.Timeout | undefined;

@@ -84,29 +84,26 @@ export class MemoryQueue {
   }
 
   /**
-   * At turn end: if the agent itself wrote memory since the extraction cursor, that range is covered — move
-   * the cursor and skip; otherwise enqueue an extraction for the new leaf (DESIGN §5 `extract`).
+   * At turn end: if the agent itself wrote memory during this turn, that range is covered — move the cursor
+   * and skip; otherwise enqueue an extraction for the new leaf (DESIGN §5 `extract`). Only this turn's entries
+   * need checking here (no cursor read on the hot path): the worker re-checks `hasMemoryWritesSince` from the
+   * cursor before it forks, which covers writes from earlier turns whose own bookkeeping did not land.
    */
   async afterTurn(
     ref: SessionRef,
-    chain: readonly ChainEntry[],
+    turnEntries: readonly ChainEntry[],
     leaf: { leafUuid: string; leafSeq: number },
-  ) {
-    try {
-      const state = this.sessionState(ref);
-      await this.engine.state.ready();
-      const cursor = await state.extractCursor();
-      const isMemoryPath = (p: string) => isMemoryPathSync(p, ref.paths.memoryDir);
-      if (hasMemoryWritesSince(chain, cursor?.leafUuid, isMemoryPath)) {
-        await state.advanceExtractCursor(leaf);
-        return {
-          status: 'skipped',
-          reason: 'the agent wrote memory itself this turn',
-        } satisfies MemoryWorkStatus;
+  ): Promise<MemoryWorkStatus> {
+    const isMemoryPath = (p: string) => isMemoryPathSync(p, ref.paths.memoryDir);
+    if (hasMemoryWritesSince(turnEntries, undefined, isMemoryPath)) {
+      try {
+        await this.engine.state.ready();
+        await this.sessionState(ref).advanceExtractCursor(leaf);
+        return { status: 'skipped', reason: 'the agent wrote memory itself this turn' };
+      } catch (error) {
+        this.failures++;
+        return { status: 'not-queued', reason: queueDownReason(error) };
       }
-    } catch (error) {
-      this.failures++;
-      return { status: 'not-queued', reason: queueDownReason(error) } satisfies MemoryWorkStatus;
     }
     return this.enqueue('extract', {
       sessionId: ref.sessionId,

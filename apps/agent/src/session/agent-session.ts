@@ -329,7 +329,13 @@ export class AgentSession {
     let dream: MemoryWorkStatus = disabled;
     if (this.deps.memory) {
       if (result.endReason === 'completed') {
-        extract = await this.deps.memory.afterTurn(this, after, leaf);
+        // This turn's entries: from its prompt (or the prompt's copy, if a reactive compaction re-emitted it).
+        const start = after.findIndex((e) => e.uuid === user.uuid || e.compactedFromUuid === user.uuid);
+        extract = await this.deps.memory.afterTurn(
+          this,
+          start >= 0 ? after.slice(start) : result.newMessages,
+          leaf,
+        );
         dream = await maybeEnqueueDream(
           this.deps.memory,
           this,

@@ -1,9 +1,10 @@
 import { promises as fs } from 'node:fs';
-import { relative, sep } from 'node:path';
+import { join, relative, resolve, sep } from 'node:path';
 import { cacheSafeParamsPathFor, loadCacheSafeParams } from '@engram/agent-runtime/fork/cache-safe-params';
 import { runForkedAgent } from '@engram/agent-runtime/fork/run-forked-agent';
 import type { ModelClient } from '@engram/agent-runtime/model/client';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
+import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
 import { removeStaleTempFiles } from '@engram/fs-atomic/atomic-write';
 import {
@@ -35,6 +36,37 @@ export interface ExtractDeps extends HandlerDeps {
   client: ModelClient;
 }
 
+interface ExtractJournal {
+  existedBefore: string[];
+  written: string[];
+}
+
+/** A job's journal outlives its retries comfortably (attempts with backoff span about a minute). */
+const EXTRACT_JOURNAL_TTL_MS = 24 * 3600 * 1000;
+
+function extractJournalKey(jobId: string | undefined): string {
+  return `extract-journal:${jobId ?? 'unknown'}`;
+}
+
+async function fileExists(path: string): Promise<boolean> {
+  return fs.stat(path).then(
+    (s) => s.isFile(),
+    () => false,
+  );
+}
+
+/** Absolute targets of the Write/Edit calls an assistant entry makes (before they run). */
+function writeTargets(entry: ChainEntry, cwd: string): string[] {
+  const content = entry.type === 'assistant' ? entry.message?.content : undefined;
+  if (!Array.isArray(content)) return [];
+  const out: string[] = [];
+  for (const block of content as Array<{ type: string; name?: string; input?: { file_path?: unknown } }>) {
+    if (block.type !== 'tool_use' || (block.name !== 'Write' && block.name !== 'Edit')) continue;
+    if (typeof block.input?.file_path === 'string') out.push(resolve(cwd, block.input.file_path));
+  }
+  return out;
+}
+
 export function projectWriterLeaseKey(projectDir: string): string {
   return `project-writer:${projectDir}`;
 }
@@ -57,8 +89,7 @@ export function createExtractHandler(deps: ExtractDeps) {
       memoryDirOverride: config.memoryDirOverride,
     });
     const state = new SessionState(engine.state, payload);
-    const cursor = await state.extractCursor();
-    const latest = await state.latestExtractRequest();
+    const [cursor, latest] = await Promise.all([state.extractCursor(), state.latestExtractRequest()]);
     const requested: TranscriptCursor = { leafUuid: payload.leafUuid, leafSeq: payload.leafSeq };
     const target = latest && latest.leafSeq > requested.leafSeq ? latest : requested;
     const base = { sessionId: payload.sessionId, fromSeq: cursor?.leafSeq ?? 0, toSeq: target.leafSeq };
@@ -117,7 +148,18 @@ export function createExtractHandler(deps: ExtractDeps) {
       await fs.mkdir(paths.memoryDir, { recursive: true, mode: 0o700 });
       await removeStaleTempFiles(paths.memoryDir, writerTtlMs);
       const before = await scanMemoryDir(paths.memoryDir);
-      const existing = new Set(before.headers.map((h) => h.filename));
+      // The job's journal (memoised across attempts): which memories existed before its first attempt, and
+      // which files any attempt set out to write — recorded before each write runs, so an attempt killed
+      // mid-fork still tells its retry exactly what it may have written (nothing else is attributed to it).
+      const journalKey = extractJournalKey(ctx.job.id);
+      const journal = (await engine.state.getJson<ExtractJournal>(journalKey)) ?? {
+        existedBefore: before.headers.map((h) => h.filename),
+        written: [],
+      };
+      await engine.state.setJson(journalKey, journal, EXTRACT_JOURNAL_TTL_MS);
+      const existing = new Set(journal.existedBefore);
+      const toRel = (p: string) => relative(paths.memoryDir, p).split(sep).join('/');
+      const isMemoryFile = (p: string) => isMemoryPath(p) && !p.endsWith(`${sep}MEMORY.md`);
       const params = await loadCacheSafeParams(cacheSafeParamsPathFor(transcriptPath)).catch(
         (error: Error) => {
           throw new PermanentJobError(
@@ -142,21 +184,23 @@ export function createExtractHandler(deps: ExtractDeps) {
         signal,
         cwd: paths.memoryDir,
         toolResultsDir: paths.toolResultsDir(payload.sessionId),
+        onMessage: async (entry) => {
+          const intended = writeTargets(entry, paths.memoryDir).filter(isMemoryFile).map(toRel);
+          const fresh = intended.filter((rel) => !journal.written.includes(rel));
+          if (fresh.length === 0) return;
+          journal.written.push(...fresh);
+          await engine.state.setJson(journalKey, journal, EXTRACT_JOURNAL_TTL_MS);
+        },
       });
       if (fork.endReason === 'aborted')
         throw new Error('extraction aborted (lock or lease lost, or shutdown)');
 
-      // Memory files this job touched: the fork's successful writes, plus any file changed since the job was
-      // enqueued (an earlier attempt killed mid-fork may have written it before dying).
-      const after = await scanMemoryDir(paths.memoryDir);
-      const touched = new Set<string>();
-      for (const written of fork.writtenPaths) {
-        if (isMemoryPath(written) && !written.endsWith(`${sep}MEMORY.md`)) {
-          touched.add(relative(paths.memoryDir, written).split(sep).join('/'));
-        }
+      // Memory files this job touched: this attempt's successful writes, plus whatever an earlier attempt set
+      // out to write (it may have landed before that attempt died) if the file exists now.
+      const touched = new Set<string>(fork.writtenPaths.filter(isMemoryFile).map(toRel));
+      for (const rel of journal.written) {
+        if (!touched.has(rel) && (await fileExists(join(paths.memoryDir, rel)))) touched.add(rel);
       }
-      for (const header of after.headers)
-        if (header.mtimeMs >= ctx.job.timestamp) touched.add(header.filename);
       const memories: ExtractResult['memories'] = [];
       for (const rel of touched) {
         // Pointer maintenance is mechanical: guarantee it rather than trust the model did step two.
@@ -182,6 +226,7 @@ export function createExtractHandler(deps: ExtractDeps) {
         memories,
         atMs: Date.now(),
       });
+      await engine.state.delete(journalKey);
       log.info(
         {
           toSeq: target.leafSeq,

@@ -45,13 +45,16 @@ export class RedisStateStore implements StateStore {
   readonly engine = 'redis' as const;
   private readonly redis: Redis;
 
-  /** `namespace` isolates keys (the same prefix the queues use); `options` carry the connection profile. */
+  /**
+   * `namespace` isolates keys (the same prefix the queues use); `options` carry the connection profile. Given
+   * an existing client instead of a URL, the store shares it (and closes it in `close`).
+   */
   constructor(
-    url: string,
+    urlOrClient: string | Redis,
     private readonly namespace: string,
     options: RedisOptions = {},
   ) {
-    this.redis = new Redis(url, { lazyConnect: false, ...options });
+    this.redis = typeof urlOrClient === 'string' ? new Redis(urlOrClient, { lazyConnect: false, ...options }) : urlOrClient;
     // Errors surface on the calls that fail; an unhandled 'error' event would crash the process.
     this.redis.on('error', () => {});
   }
