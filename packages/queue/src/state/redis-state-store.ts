@@ -54,7 +54,10 @@ export class RedisStateStore implements StateStore {
     private readonly namespace: string,
     options: RedisOptions = {},
   ) {
-    this.redis = typeof urlOrClient === 'string' ? new Redis(urlOrClient, { lazyConnect: false, ...options }) : urlOrClient;
+    this.redis =
+      typeof urlOrClient === 'string'
+        ? new Redis(urlOrClient, { lazyConnect: false, ...options })
+        : urlOrClient;
     // Errors surface on the calls that fail; an unhandled 'error' event would crash the process.
     this.redis.on('error', () => {});
   }
