@@ -1,4 +1,4 @@
-import { createInterface, type Interface } from 'node:readline/promises';
+import { createInterface, type Interface } from 'node:readline';
 import { listMemories } from '@engram/memory-core/memdir/memory-files';
 import type { AgentConfig } from '../config.js';
 import { describeDreamReceipt, takeNewDreamReceipt } from '../memory/dream-trigger.js';
@@ -20,12 +20,17 @@ export async function chatCommand(
   io: Output,
 ): Promise<number> {
   const runtime = createAgentRuntime(config);
-  const rl: Interface = createInterface({
-    input: opts.input ?? process.stdin,
-    output: opts.output ?? process.stdout,
-    terminal: false,
-  });
-  const ask = async (question: string) => /^y(es)?$/i.test((await rl.question(`${question} [y/N] `)).trim());
+  const output = opts.output ?? process.stdout;
+  const rl: Interface = createInterface({ input: opts.input ?? process.stdin, terminal: false });
+  // One buffered line reader for prompts and approvals alike: piped input is never dropped between questions.
+  const lines = rl[Symbol.asyncIterator]();
+  const nextLine = async (prompt: string): Promise<string | undefined> => {
+    output.write(prompt);
+    const next = await lines.next();
+    return next.done ? undefined : String(next.value);
+  };
+  const ask = async (question: string) =>
+    /^y(es)?$/i.test(((await nextLine(`${question} [y/N] `)) ?? '').trim());
   let session = await AgentSession.open(runtime, {
     cwd: opts.cwd,
     ...(opts.session ? { sessionId: opts.session } : {}),
@@ -49,12 +54,9 @@ export async function chatCommand(
       if (receipt) io.err(`· ${describeDreamReceipt(receipt)}`);
     }
     while (true) {
-      let line: string;
-      try {
-        line = (await rl.question('> ')).trim();
-      } catch {
-        break; // input closed
-      }
+      const read = await nextLine('> ');
+      if (read === undefined) break; // input closed
+      const line = read.trim();
       if (!line) continue;
       if (line === '/exit' || line === '/quit') break;
       if (line === '/help') {

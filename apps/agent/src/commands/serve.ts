@@ -4,6 +4,7 @@ import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { AgentConfig } from '../config.js';
+import { createAgentMetrics } from '../metrics.js';
 import { createAgentRuntime } from '../runtime.js';
 import { AgentSession } from '../session/agent-session.js';
 import { mainAgentPolicy } from '../session/permissions.js';
@@ -22,9 +23,14 @@ const turnBody = z.object({
 
 export function createServeApp(config: AgentConfig) {
   const runtime = createAgentRuntime(config);
+  const metrics = createAgentMetrics();
   const sessionLocks = new Map<string, Promise<unknown>>();
   const app = new Hono();
   app.get('/healthz', (c) => c.json({ ok: true }));
+  app.get('/metrics', async (c) => {
+    c.header('content-type', metrics.registry.contentType);
+    return c.body(await metrics.registry.metrics());
+  });
   app.post('/v1/turns', async (c) => {
     const parsed = turnBody.safeParse(await c.req.json().catch(() => undefined));
     if (!parsed.success)
@@ -37,10 +43,19 @@ export function createServeApp(config: AgentConfig) {
         cwd: body.cwd,
         ...(body.sessionId ? { sessionId: body.sessionId } : {}),
       });
-      const turn = await session.runTurn(body.prompt, {
-        canUseTool: mainAgentPolicy({ paths: session.paths, allowedTools: new Set(body.allowedTools) }),
-      });
-      return { ...turn, notices: session.notices };
+      if (!session.resumed) {
+        for (const { overflow } of session.indexOverflows) metrics.indexOverflows.inc({ cap: overflow.cap });
+      }
+      try {
+        const turn = await session.runTurn(body.prompt, {
+          canUseTool: mainAgentPolicy({ paths: session.paths, allowedTools: new Set(body.allowedTools) }),
+        });
+        metrics.recordTurn(turn);
+        return { ...turn, notices: session.notices };
+      } catch (error) {
+        metrics.turns.inc({ outcome: 'error' });
+        throw error;
+      }
     };
     const key = body.sessionId ?? '';
     const previous = (key && sessionLocks.get(key)) || Promise.resolve();

@@ -164,6 +164,11 @@ export class AgentSession {
     return session;
   }
 
+  /** MEMORY.md caps that fired when this session's context was built (reported once, never silent). */
+  get indexOverflows(): SessionContext['indexOverflows'] {
+    return this.context.indexOverflows;
+  }
+
   get userContext(): string {
     return this.context.userContext;
   }

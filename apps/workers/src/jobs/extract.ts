@@ -12,6 +12,7 @@ import {
   hasMemoryWritesSince,
   isMemoryPathSync,
 } from '@engram/memory-core/extraction/memory-writes';
+import { loadMemoryIndex } from '@engram/memory-core/memdir/index-file';
 import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
 import { formatMemoryManifest, scanMemoryDir } from '@engram/memory-core/memdir/scan';
 import { engramPathsFromDirNames } from '@engram/memory-core/paths/memory-paths';
@@ -208,6 +209,19 @@ export function createExtractHandler(deps: ExtractDeps) {
         const action = existing.has(rel) ? 'updated' : 'created';
         memories.push({ path: rel, ...(item.type ? { type: item.type } : {}), action });
         metrics.memoriesWritten.inc({ queue: 'extract', action });
+      }
+      // A cut index is never silent: count it and say which memories no longer make it into the context.
+      const index = await loadMemoryIndex(paths.memoryIndexPath).catch(() => undefined);
+      if (index?.overflow) {
+        metrics.indexOverflows.inc({ queue: 'extract', cap: index.overflow.cap });
+        log.warn(
+          {
+            cap: index.overflow.cap,
+            entriesLost: index.overflow.entriesLost.length,
+            lines: index.overflow.totalLines,
+          },
+          'MEMORY.md is over its load caps; run a consolidation (engram dream) to bring it back under',
+        );
       }
       for (const denied of fork.deniedCalls) metrics.toolDenials.inc({ queue: 'extract', tool: denied.tool });
       metrics.forkTokens.inc({ queue: 'extract', kind: 'input' }, fork.usage.inputTokens);
