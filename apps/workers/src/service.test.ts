@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { startLocalRedis } from '@engram/queue/local-redis';
 import { JobProducer } from '@engram/queue/producer';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { waitUntil } from '@engram/testkit/wait';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { ConfigError, loadWorkersConfig } from './config.js';
@@ -48,15 +49,6 @@ function recallPayload(n: number) {
   };
 }
 
-async function waitFor(check: () => Promise<boolean> | boolean, what: string) {
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 describe('worker configuration', () => {
   it('names every invalid variable with the reason', () => {
     const error = (() => {
@@ -95,13 +87,13 @@ describe('worker service', () => {
     closer.defer(() => service.stop('test'));
     const base = service.http!.url;
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
-    await waitFor(async () => (await fetch(`${base}/readyz`)).status === 200, 'ready');
+    await waitUntil(async () => (await fetch(`${base}/readyz`)).status === 200, 'ready');
     const ready = (await (await fetch(`${base}/readyz`)).json()) as { details: Record<string, string> };
     expect(ready.details).toMatchObject({ backend: 'ok', recall: 'fetching' });
 
     const producer = closer.add(new JobProducer(service.engine));
     await producer.enqueue('recall', recallPayload(1));
-    await waitFor(
+    await waitUntil(
       async () => (await fetch(`${base}/metrics`).then((r) => r.text())).includes('outcome="completed"} 1'),
       'metric',
     );
@@ -150,7 +142,7 @@ describe('worker service', () => {
     });
     const producer = new JobProducer(service.engine);
     await producer.enqueue('recall', recallPayload(2));
-    await waitFor(() => started, 'job start');
+    await waitUntil(() => started, 'job start');
     await producer.close();
     await service.stop('SIGTERM');
     expect(finished).toBe(true);

@@ -1,4 +1,5 @@
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { waitUntil } from '@engram/testkit/wait';
 import type { Job } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TEST_BACKENDS, testEngines } from './backends.test-helpers.js';
@@ -28,15 +29,6 @@ function deferred() {
     resolve = r;
   });
   return { promise, resolve };
-}
-
-async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 function producerFor(engine: QueueEngine) {
@@ -83,7 +75,7 @@ describe.each(TEST_BACKENDS)('%s backend', (_kind, backend) => {
       );
       const receipt = await producerFor(producer).enqueue('extract', extractPayload(3));
       expect(receipt).toMatchObject({ kind: 'extract', queue: 'memory-extract' });
-      await waitFor(() => results.length === 1, 'completion');
+      await waitUntil(() => results.length === 1, 'completion');
       expect(seen[0]).toMatchObject({ sessionId: 'sess-1', leafSeq: 3 });
     });
 
@@ -116,7 +108,7 @@ describe.each(TEST_BACKENDS)('%s backend', (_kind, backend) => {
       // Bypass the producer's validation, as a buggy or hostile client would.
       const queue = closer.add(new JobProducer(producer)).queue('extract');
       const job = await queue.add('extract', { sessionId: 'x/../../y', leafSeq: -1 }, { attempts: 5 });
-      await waitFor(() => failures.length === 1, 'failure');
+      await waitUntil(() => failures.length === 1, 'failure');
       const stored = await queue.getJob(String(job.id));
       expect(calls).toBe(0);
       expect(failures[0]?.final).toBe(true);
@@ -145,10 +137,12 @@ describe.each(TEST_BACKENDS)('%s backend', (_kind, backend) => {
       );
       const p = producerFor(producer);
       await p.enqueue('extract', extractPayload(1, 'perm'));
-      await waitFor(() => finals.length === 1, 'permanent failure');
+      await waitUntil(() => finals.length === 1, 'permanent failure');
       expect(attempts).toBe(1);
       await p.enqueue('extract', extractPayload(2, 'transient'));
-      await waitFor(() => finals.includes(true) && finals.length === 6, 'five transient attempts', 20_000);
+      await waitUntil(() => finals.includes(true) && finals.length === 6, 'five transient attempts', {
+        timeoutMs: 20_000,
+      });
       expect(attempts).toBe(6);
       expect(finals).toEqual([true, false, false, false, false, true]);
     });
@@ -184,7 +178,7 @@ describe.each(TEST_BACKENDS)('%s backend', (_kind, backend) => {
       await p.enqueue('extract', extractPayload(3));
       await p.enqueue('extract', extractPayload(4));
       gate.resolve();
-      await waitFor(
+      await waitUntil(
         async () => (await p.queue('extract').getJobCounts('completed')).completed === 2,
         'two runs',
       );
@@ -250,7 +244,7 @@ describe.each(TEST_BACKENDS)('%s backend', (_kind, backend) => {
         ),
       );
       const queue = producerFor(producer).queue('extract');
-      await waitFor(async () => (await queue.getJobState(receipt.jobId)) === 'completed', 'rescue');
+      await waitUntil(async () => (await queue.getJobState(receipt.jobId)) === 'completed', 'rescue');
       const job = await queue.getJob(receipt.jobId);
       expect(rescued).toEqual([7]);
       expect(job?.stalledCounter).toBe(1);
@@ -279,7 +273,7 @@ describe.each(TEST_BACKENDS)('%s backend', (_kind, backend) => {
       // Another worker "steals" the job: its lock now belongs to someone else. How is engine-specific (Redis:
       // the job's lock key; PostgreSQL: the job row's lock_token); what the worker must do is not.
       await backend.stealJobLock(namespace, 'memory-extract', receipt.jobId, closer);
-      await waitFor(() => aborted, 'abort after lost lock');
+      await waitUntil(() => aborted, 'abort after lost lock');
       expect(aborted).toBe(true);
     });
 
@@ -331,7 +325,7 @@ describe.each(TEST_BACKENDS)('%s backend', (_kind, backend) => {
         ),
       );
       await producerFor(producer).enqueue('extract', extractPayload(1));
-      await waitFor(() => done.length === 1, 'completion after defer');
+      await waitUntil(() => done.length === 1, 'completion after defer');
       expect(attempts).toEqual([1, 1]);
     });
   });

@@ -16,6 +16,7 @@ import {
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { reply, type ScriptStep, textReply, toolUse } from '@engram/testkit/replies';
+import { waitUntil } from '@engram/testkit/wait';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { DREAM_SEED, isDreamRequest, seedDreamMemories, seedSessions } from './dream.test-helpers.js';
 
@@ -57,15 +58,6 @@ function spawnWorker(env: Record<string, string>): ChildProcess {
     }
   });
   return child;
-}
-
-async function waitUntil(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 function setup() {
@@ -140,7 +132,7 @@ describe('dream across worker processes', () => {
       const pending = (c.waiting ?? 0) + (c.active ?? 0) + (c.delayed ?? 0) + (c.prioritized ?? 0);
       return (c.completed ?? 0) >= 1 && pending === 0;
     };
-    await waitUntil(settled, 'every dream job to finish');
+    await waitUntil(settled, 'every dream job to finish', { timeoutMs: 30_000 });
     await new Promise((r) => setTimeout(r, 700));
     expect(await settled()).toBe(true);
 
@@ -164,6 +156,7 @@ describe('dream across worker processes', () => {
         (await queue.getJob(x.id!))?.finishedOn !== undefined &&
         (await queue.getJob(y.id!))?.finishedOn !== undefined,
       'both forced jobs to finish',
+      { timeoutMs: 30_000 },
     );
     expect(forkRuns - before).toBe(1);
     const pair = await Promise.all([queue.getJob(x.id!), queue.getJob(y.id!)]);
@@ -213,7 +206,7 @@ describe('dream across worker processes', () => {
     const a = spawnWorker(env);
     const producer = closer.add(new JobProducer(t.engine('producer')));
     const receipt = await producer.enqueue('dream', t.payload());
-    await waitUntil(() => hung, 'the first worker to write and hang');
+    await waitUntil(() => hung, 'the first worker to write and hang', { timeoutMs: 30_000 });
     const running = await readConsolidationState(state, t.project);
     expect(running.running?.holder).toMatch(/^dream:/);
     expect(running.lastConsolidatedAtMs).toBeGreaterThan(prior);
@@ -225,7 +218,7 @@ describe('dream across worker processes', () => {
     await waitUntil(
       async () => (await readConsolidationState(state, t.project)).running === undefined,
       'the dead holder lease to expire',
-      10_000,
+      { timeoutMs: 10_000 },
     );
     expect(await lastConsolidatedAt(state, t.project)).toBe(prior);
 
@@ -234,6 +227,7 @@ describe('dream across worker processes', () => {
     await waitUntil(
       async () => (await queue.getJob(receipt.jobId))?.finishedOn !== undefined,
       'the retry to complete',
+      { timeoutMs: 30_000 },
     );
     const job = await queue.getJob(receipt.jobId);
     expect(await job?.getState()).toBe('completed');

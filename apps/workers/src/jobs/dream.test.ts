@@ -18,6 +18,7 @@ import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { errors, reply, text, textReply, toolUse } from '@engram/testkit/replies';
+import { waitForFinishedJob } from '@engram/testkit/wait';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadWorkersConfig } from '../config.js';
 import { createHandlers } from '../handlers.js';
@@ -69,15 +70,8 @@ function producerFor(service: WorkerService) {
   );
 }
 
-async function waitForJob(service: WorkerService, jobId: string, timeoutMs = 15_000) {
-  const queue = producerFor(service).queue('dream');
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const job = await queue.getJob(jobId);
-    if (job?.finishedOn) return job;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`timed out waiting for dream job ${jobId}`);
+function waitForJob(service: WorkerService, jobId: string, timeoutMs = 15_000) {
+  return waitForFinishedJob(producerFor(service).queue('dream'), jobId, timeoutMs);
 }
 
 function payloadFor(fg: ForegroundSession, extra: Partial<DreamPayload> = {}): DreamPayload {

@@ -14,6 +14,7 @@ import { SessionState } from '@engram/queue/state/session-state';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { waitUntil } from '@engram/testkit/wait';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadWorkersConfig } from '../config.js';
 import { createHandlers } from '../handlers.js';
@@ -65,19 +66,6 @@ function spawnWorker(env: Record<string, string>): ChildProcess {
 }
 
 /** Polls `check`; a check that throws (the engine is unreachable for a moment) counts as not yet. */
-async function waitUntil(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (
-      await Promise.resolve()
-        .then(check)
-        .catch(() => false)
-    )
-      return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
   it('a worker killed mid-fork: another worker recovers the job; one memory, cursor advanced, no temp file', async () => {
@@ -126,7 +114,10 @@ describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
     const producer = closer.add(new JobProducer(engine));
     const a = spawnWorker(env);
     const receipt = await producer.enqueue('extract', fg.extractPayload(leaf));
-    await waitUntil(() => secondTurns === 1, 'first fork to write and hang');
+    await waitUntil(() => secondTurns === 1, 'first fork to write and hang', {
+      timeoutMs: 30_000,
+      ignoreErrors: true,
+    });
     expect(existsSync(join(fg.paths.memoryDir, 'feedback_pnpm.md'))).toBe(true);
 
     spawnWorker(env);
@@ -138,6 +129,7 @@ describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
     await waitUntil(
       async () => (await queue.getJob(receipt.jobId))?.finishedOn !== undefined,
       'recovery by the second worker',
+      { timeoutMs: 30_000, ignoreErrors: true },
     );
     const job = await queue.getJob(receipt.jobId);
     expect(await job?.getState()).toBe('completed');
@@ -257,7 +249,10 @@ describe.each(WORKER_TEST_BACKENDS)('engine restart on %s', (kind) => {
     );
     for (const { fg, leaf } of sessions) await producer.enqueue('extract', fg.extractPayload(leaf));
 
-    await waitUntil(() => server.messageRequests('extract').length >= 1, 'first fork in flight');
+    await waitUntil(() => server.messageRequests('extract').length >= 1, 'first fork in flight', {
+      timeoutMs: 30_000,
+      ignoreErrors: true,
+    });
     await engine.stop();
     await new Promise((r) => setTimeout(r, 1_000));
     await engine.start();
@@ -266,7 +261,7 @@ describe.each(WORKER_TEST_BACKENDS)('engine restart on %s', (kind) => {
     await waitUntil(
       async () => (await queue.getJobCounts('completed')).completed === sessions.length,
       'all jobs completed',
-      60_000,
+      { timeoutMs: 60_000, ignoreErrors: true },
     );
     expect((await queue.getJobCounts('failed')).failed).toBe(0);
     for (const { fg, leaf } of sessions) {

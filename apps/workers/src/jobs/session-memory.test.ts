@@ -9,6 +9,7 @@ import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { waitForFinishedJob } from '@engram/testkit/wait';
 import type { Job } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadWorkersConfig } from '../config.js';
@@ -61,16 +62,8 @@ function newHome(): string {
   return mkdtempSync(join(tmpdir(), 'engram-home-'));
 }
 
-async function waitForJob(producer: JobProducer, jobId: string, timeoutMs = 15_000): Promise<Job> {
-  const queue = producer.queue('session-memory');
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const state = await queue.getJobState(jobId);
-    // Fetched after the state says final: a job read before that would carry no return value yet.
-    if (state === 'completed' || state === 'failed') return (await queue.getJob(jobId))!;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`timed out waiting for session-memory job ${jobId}`);
+function waitForJob(producer: JobProducer, jobId: string, timeoutMs = 15_000): Promise<Job> {
+  return waitForFinishedJob(producer.queue('session-memory'), jobId, timeoutMs);
 }
 
 const usage = (total: number) => ({
