@@ -43,3 +43,11 @@ export const MAX_PAYLOAD_BYTES = 4 * 1024;
 export function payloadBytes(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value), 'utf8');
 }
+
+/** Tokens a forked agent used, as job receipts report them. */
+export const forkUsage = z.object({
+  inputTokens: z.number(),
+  outputTokens: z.number(),
+  cacheReadInputTokens: z.number(),
+  cacheCreationInputTokens: z.number(),
+});

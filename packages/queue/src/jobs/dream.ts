@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { entryUuid, projectRef, sessionId } from './common.js';
+import { entryUuid, forkUsage, projectRef, sessionId } from './common.js';
 
 // dream: consolidate a project's memories; one per project at a time (DESIGN §5).
 
@@ -47,13 +47,6 @@ export const dreamProgress = z.object({
 });
 export type DreamProgress = z.infer<typeof dreamProgress>;
 
-const usage = z.object({
-  inputTokens: z.number(),
-  outputTokens: z.number(),
-  cacheReadInputTokens: z.number(),
-  cacheCreationInputTokens: z.number(),
-});
-
 export const dreamResult = z.object({
   /**
    * consolidated: the run's result was kept. skipped-locked: another consolidation of the project holds the
@@ -82,7 +75,7 @@ export const dreamResult = z.object({
   /** The pre-run snapshot under memory/.history (restore with `engram memory restore <id>`). */
   snapshotId: z.string().optional(),
   turns: z.number().int().nonnegative(),
-  usage,
+  usage: forkUsage,
   deniedToolCalls: z.number().int().nonnegative(),
 });
 export type DreamResult = z.infer<typeof dreamResult>;

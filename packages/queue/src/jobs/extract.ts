@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { SessionState } from '../state/session-state.js';
 import type { StateStore } from '../state/state-store.js';
-import { leafRef, projectRef, sessionId } from './common.js';
+import { forkUsage, leafRef, projectRef, sessionId } from './common.js';
 
 // extract: after a turn ends, distil memories from the messages since the session's cursor (DESIGN §5).
 
@@ -25,12 +25,7 @@ export const extractResult = z.object({
   toSeq: z.number().int().nonnegative(),
   memories: z.array(memoryReceiptItem),
   turns: z.number().int().nonnegative(),
-  usage: z.object({
-    inputTokens: z.number(),
-    outputTokens: z.number(),
-    cacheReadInputTokens: z.number(),
-    cacheCreationInputTokens: z.number(),
-  }),
+  usage: forkUsage,
   deniedToolCalls: z.number().int().nonnegative(),
 });
 export type ExtractResult = z.infer<typeof extractResult>;

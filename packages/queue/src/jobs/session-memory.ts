@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { leafRef, projectRef, sessionId } from './common.js';
+import { forkUsage, leafRef, projectRef, sessionId } from './common.js';
 
 // session-memory: keep the session's rolling summary.md current, serially per session (DESIGN §5, §7).
 
@@ -33,14 +33,7 @@ export const sessionMemoryResult = z.object({
   /** The context size this update (or skip decision) was judged at. */
   contextTokens: z.number().int().nonnegative().optional(),
   deniedToolCalls: z.number().int().nonnegative().optional(),
-  usage: z
-    .object({
-      inputTokens: z.number(),
-      outputTokens: z.number(),
-      cacheReadInputTokens: z.number(),
-      cacheCreationInputTokens: z.number(),
-    })
-    .optional(),
+  usage: forkUsage.optional(),
 });
 export type SessionMemoryResult = z.infer<typeof sessionMemoryResult>;
 
