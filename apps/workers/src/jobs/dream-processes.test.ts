@@ -1,8 +1,6 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, promises as fs, mkdtempSync } from 'node:fs';
+import { promises as fs, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { engramPathsFor } from '@engram/memory-core/paths/memory-paths';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
@@ -18,18 +16,18 @@ import { type ModelServer, startModelServer } from '@engram/testkit/model-server
 import { reply, type ScriptStep, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { assertWorkerBuilt, spawnWorkerProcess } from '../testing/worker-process.test-helpers.js';
 import { DREAM_SEED, isDreamRequest, seedDreamMemories, seedSessions } from './dream.test-helpers.js';
 
 // Dreams across real worker processes (the built bin): two agents enqueueing at once with two workers
 // consuming, and a worker killed (SIGKILL) mid-dream.
 
-const WORKER_BIN = fileURLToPath(new URL('../../dist/bin/engram-workers.js', import.meta.url));
 const DAY = 24 * 3_600_000;
 
 let server: ModelServer;
 const closer = new Closer();
 beforeAll(async () => {
-  if (!existsSync(WORKER_BIN)) throw new Error(`${WORKER_BIN} is missing: run \`npm run build\` first.`);
+  assertWorkerBuilt();
   server = await startModelServer();
 });
 afterEach(async () => {
@@ -38,27 +36,7 @@ afterEach(async () => {
 });
 afterAll(() => server.close());
 
-function spawnWorker(env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, [WORKER_BIN], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => {
-    stderr += c.toString();
-  });
-  child.on('exit', (code, signal) => {
-    if (code && code !== 0 && signal === null) process.stderr.write(`worker exited ${code}: ${stderr}\n`);
-  });
-  closer.defer(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGKILL');
-      await exited;
-    }
-  });
-  return child;
-}
+const spawnWorker = (env: Record<string, string>) => spawnWorkerProcess(env, closer);
 
 function setup() {
   const engramHome = mkdtempSync(join(tmpdir(), 'engram-home-'));

@@ -1,8 +1,6 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, promises as fs, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
 import type { QueueBackendConfig } from '@engram/queue/backend-config';
 import { startEmbeddedPostgres } from '@engram/queue/embedded-postgres';
@@ -20,18 +18,17 @@ import { loadWorkersConfig } from '../config.js';
 import { createHandlers } from '../handlers.js';
 import { createLogger } from '../logger.js';
 import { startWorkerService } from '../service.js';
-import { WORKER_TEST_BACKENDS, withoutBackendEnv } from '../testing/backends.test-helpers.js';
+import { WORKER_TEST_BACKENDS } from '../testing/backends.test-helpers.js';
 import { createForeground, isExtractionRequest, lastUserText } from '../testing/foreground.test-helpers.js';
+import { assertWorkerBuilt, spawnWorkerProcess } from '../testing/worker-process.test-helpers.js';
 
 // Crash safety with real processes, on both queue engines: a worker killed with SIGKILL mid-fork, and the
 // engine's server (Redis, or the embedded PostgreSQL) stopped and restarted mid-batch.
 
-const WORKER_BIN = fileURLToPath(new URL('../../dist/bin/engram-workers.js', import.meta.url));
-
 let server: ModelServer;
 const closer = new Closer();
 beforeAll(async () => {
-  if (!existsSync(WORKER_BIN)) throw new Error(`${WORKER_BIN} is missing: run \`npm run build\` first.`);
+  assertWorkerBuilt();
   server = await startModelServer();
 });
 afterEach(async () => {
@@ -43,27 +40,7 @@ afterAll(() => server.close());
 const MEMORY =
   '---\nname: Use pnpm\ndescription: The user wants pnpm, never npm\ntype: feedback\n---\nUse pnpm.\n\n**Why:** npm breaks workspace links.\n**How to apply:** pnpm install / pnpm test.\n';
 
-function spawnWorker(env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, [WORKER_BIN], {
-    env: { ...withoutBackendEnv(process.env), ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => {
-    stderr += c.toString();
-  });
-  child.on('exit', (code, signal) => {
-    if (code && code !== 0 && signal === null) process.stderr.write(`worker exited ${code}: ${stderr}\n`);
-  });
-  closer.defer(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGKILL');
-      await exited;
-    }
-  });
-  return child;
-}
+const spawnWorker = (env: Record<string, string>) => spawnWorkerProcess(env, closer);
 
 /** Polls `check`; a check that throws (the engine is unreachable for a moment) counts as not yet. */
 
