@@ -35,6 +35,7 @@ const envSchema = z.object({
     .regex(/^[A-Za-z0-9:_-]{1,64}$/)
     .default('engram'),
   ENGRAM_DISABLE_MEMORY: z.enum(['0', '1', 'true', 'false']).optional(),
+  ENGRAM_CLEANUP_PERIOD_DAYS: z.coerce.number().int().min(0).default(30),
   ENGRAM_DREAM_MIN_HOURS: z.coerce.number().positive().default(24),
   ENGRAM_DREAM_MIN_SESSIONS: positiveInt.default(5),
   ENGRAM_DREAM_SCAN_INTERVAL_MS: positiveInt.default(10 * 60_000),
@@ -58,6 +59,8 @@ export interface AgentConfig {
   anthropic: { apiKey: string | undefined; baseURL: string | undefined };
   memoryEnabled: boolean;
   dream: { minHours: number; minSessions: number; scanIntervalMs: number };
+  /** Transcripts older than this are deleted (0 keeps them forever). */
+  cleanupPeriodDays: number;
   logLevel: string;
 }
 
@@ -94,6 +97,7 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
     managedClaudeMdPath: e.ENGRAM_MANAGED_CLAUDE_MD,
     anthropic: { apiKey: e.ANTHROPIC_API_KEY, baseURL: e.ANTHROPIC_BASE_URL },
     memoryEnabled: !(e.ENGRAM_DISABLE_MEMORY === '1' || e.ENGRAM_DISABLE_MEMORY === 'true'),
+    cleanupPeriodDays: e.ENGRAM_CLEANUP_PERIOD_DAYS,
     dream: {
       minHours: e.ENGRAM_DREAM_MIN_HOURS,
       minSessions: e.ENGRAM_DREAM_MIN_SESSIONS,

@@ -30,6 +30,7 @@ export class SessionMemoryTrigger {
   /** Picks up where an earlier process of this session left off (markers live in the queue's store). */
   async load(): Promise<void> {
     try {
+      await this.memory.engine.state.ready();
       const markers = await this.memory.sessionState(this.ref).sessionMemory();
       this.initialized = markers.initialized === true;
       this.tokensAtLastUpdate = markers.tokensAtLastUpdate ?? 0;

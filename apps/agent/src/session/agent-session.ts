@@ -38,6 +38,7 @@ import {
 import type { ExtractReceipt } from '@engram/queue/state/session-state';
 import type { AgentConfig } from '../config.js';
 import { buildSessionContext, describeOverflow, type SessionContext } from '../context/session-context.js';
+import { maybeCleanupTranscripts } from '../maintenance.js';
 import {
   DEFAULT_DREAM_THRESHOLDS,
   type DreamThresholds,
@@ -161,6 +162,12 @@ export class AgentSession {
       for (const { path, overflow } of context.indexOverflows)
         session.notices.push(describeOverflow(path, overflow));
     }
+    // The trigger's baseline lives in the queue's store: a session resumed by another process picks it up.
+    await session.sessionMemory?.load();
+    // Best-effort housekeeping of the shared ENGRAM_HOME, off the turn's path.
+    void maybeCleanupTranscripts(deps.config.engramHome, deps.config.cleanupPeriodDays).catch(
+      () => undefined,
+    );
     return session;
   }
 

@@ -79,7 +79,8 @@ const policy = (s: AgentSession) => mainAgentPolicy({ paths: s.paths, allowedToo
 
 describe('session-memory trigger in the foreground', () => {
   it('enqueues note updates at exactly the replies the rule picks (init, growth, tool calls, natural break)', async () => {
-    const { session, memory } = await open(config());
+    const cfg = config();
+    const { session, memory } = await open(cfg);
     const glob = () => reply(toolUse('Glob', { pattern: '*' }));
     server.script(
       at(4_000, textReply('t1')), // below the 10k initialisation
@@ -105,6 +106,14 @@ describe('session-memory trigger in the foreground', () => {
       sessionId: session.sessionId,
     });
     expect((await state.sessionMemory()).initialized).toBe(true);
+
+    // A later process resuming the session starts from the stored baseline (as if the worker had recorded the
+    // last update at 23,010), not from zero: +1,990 tokens is no reason to update again.
+    await state.updateSessionMemory({ tokensAtLastUpdate: 23_010 });
+    const { session: resumed } = await open(cfg, session.sessionId);
+    server.script(at(25_000, textReply('resumed')));
+    const turn = await resumed.runTurn('resumed prompt here', { canUseTool: policy(resumed) });
+    expect(turn.memory.sessionMemoryUpdates).toBe(0);
   });
 });
 
