@@ -8,6 +8,7 @@ import {
   prefetchSkipReason,
   relevantMemoriesAttachment,
 } from '@engram/memory-core/recall/prefetch';
+import { redactSecrets } from '@engram/memory-core/security/secret-scanner';
 import type { RecallResult } from '@engram/queue/jobs/recall';
 import { capRecallQuery } from '@engram/queue/jobs/recall';
 import type { MemoryQueue, SessionRef } from './memory-queue.js';
@@ -43,7 +44,8 @@ export class RecallPrefetch {
     const queued = await memory.enqueue('recall', {
       sessionId: ref.sessionId,
       ...memory.projectRef(ref),
-      query: capRecallQuery(prompt),
+      // The one payload field that carries text: capped, and never carrying a secret into the queue.
+      query: capRecallQuery(redactSecrets(prompt)),
       alreadySurfaced: newest([...surfaced.paths], 400),
       alreadyRead: newest([...collectReadMemoryPaths(chain, ref.paths.memoryDir)], 400),
       recentTools: collectRecentSuccessfulTools(chain).slice(0, 32),

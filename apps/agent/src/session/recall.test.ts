@@ -12,6 +12,7 @@ import { RELEVANT_MEMORIES_ATTACHMENT_KIND } from '@engram/memory-core/recall/pr
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { jsonReply, reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { waitUntil } from '@engram/testkit/wait';
 import { loadWorkersConfig } from '@engram/workers/config';
 import { createHandlers } from '@engram/workers/handlers';
 import { createLogger } from '@engram/workers/logger';
@@ -253,6 +254,20 @@ describe('prefetch recall in the foreground', () => {
     expect(after.memory.recall.status).not.toBe('skipped');
     await new Promise((r) => setTimeout(r, 200));
     expect(server.messageRequests('selector').length).toBeGreaterThan(0);
+  });
+
+  it('never puts a secret from the prompt into the recall job', async () => {
+    const { session } = await openSession();
+    const token = `ghp_${'a1B2c3D4e5'.repeat(3)}f6G7h8`; // built at run time: no secret-looking literal in the repo
+    server.route('selector', isSelector, [jsonReply({ selected_memories: [] })]);
+    server.respond(() => textReply('ok'));
+    await session.runTurn(`why does the deploy fail with token ${token} set`, {
+      canUseTool: policy(session),
+    });
+    await waitUntil(() => server.messageRequests('selector').length === 1, 'the selector request');
+    const selectorText = JSON.stringify(server.messageRequests('selector')[0]!.body.messages);
+    expect(selectorText).toContain('[REDACTED]');
+    expect(selectorText).not.toContain(token);
   });
 
   it('skips single-word prompts', async () => {
