@@ -38,6 +38,7 @@ const envSchema = z.object({
   ENGRAM_STALLED_INTERVAL_MS: optionalPositiveInt,
   ENGRAM_DREAM_LOCK_TTL_MS: optionalPositiveInt,
   ENGRAM_DREAM_MAX_DELETED_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
+  ENGRAM_RECALL_TIMEOUT_MS: positiveInt.default(2_000),
   ENGRAM_SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
   ENGRAM_MODEL_MAX_RETRIES: z.coerce.number().int().min(0).max(2).default(1),
   ENGRAM_DASHBOARD: bool.default(true),
@@ -69,6 +70,8 @@ export interface WorkersConfig {
   dreamLockTtlMs: number | undefined;
   /** Share of memories a dream may delete without folding their content elsewhere (default 0.5). */
   dreamMaxDeletedShare: number;
+  /** How long the recall selector may take before the lexical fallback answers. */
+  recallTimeoutMs: number;
   shutdownTimeoutMs: number;
   dashboard: {
     enabled: boolean;
@@ -136,6 +139,7 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
     stalledIntervalMs: e.ENGRAM_STALLED_INTERVAL_MS,
     dreamLockTtlMs: e.ENGRAM_DREAM_LOCK_TTL_MS,
     dreamMaxDeletedShare: e.ENGRAM_DREAM_MAX_DELETED_SHARE,
+    recallTimeoutMs: e.ENGRAM_RECALL_TIMEOUT_MS,
     shutdownTimeoutMs: e.ENGRAM_SHUTDOWN_TIMEOUT_MS,
     dashboard: {
       enabled: e.ENGRAM_DASHBOARD,

@@ -21,6 +21,10 @@ export function createHandlers(deps: HandlerDeps): WorkerHandlers {
     'session-memory': createSessionMemoryHandler({ ...deps, client }),
     dream: createDreamHandler({ ...deps, client }),
     // The selector gets its own client: SDK retries off (a retried side query would answer too late).
-    recall: createRecallHandler({ ...deps, client: createRecallModelClient(deps.config) }),
+    recall: createRecallHandler({
+      ...deps,
+      client: createRecallModelClient(deps.config),
+      selectorTimeoutMs: deps.config.recallTimeoutMs,
+    }),
   };
 }
