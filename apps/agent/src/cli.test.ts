@@ -6,10 +6,8 @@ import { startLocalRedis } from '@engram/queue/local-redis';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
-import { loadWorkersConfig } from '@engram/workers/config';
-import { createHandlers } from '@engram/workers/handlers';
-import { createLogger } from '@engram/workers/logger';
-import { startWorkerService, type WorkerService } from '@engram/workers/service';
+import type { WorkerService } from '@engram/workers/service';
+import { startTestWorkerService } from '@engram/workers/testing/service.test-helpers';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { assertBuilt, engram, isFork, lastUser, textOf } from './cli.test-helpers.js';
@@ -45,21 +43,7 @@ beforeAll(async () => {
   engramHome = mkdtempSync(join(tmpdir(), 'engram-cli-home-'));
   home = mkdtempSync(join(tmpdir(), 'engram-cli-user-'));
   namespace = uniquePrefix('cli');
-  service = await startWorkerService({
-    config: loadWorkersConfig({
-      REDIS_URL: inject('redisUrl'),
-      ENGRAM_HOME: engramHome,
-      ENGRAM_NAMESPACE: namespace,
-      ENGRAM_QUEUES: 'extract',
-      ANTHROPIC_API_KEY: 'test',
-      ANTHROPIC_BASE_URL: server.url,
-      ENGRAM_MODEL_MAX_RETRIES: '0',
-      LOG_LEVEL: 'silent',
-    }),
-    logger: createLogger('silent'),
-    handlers: createHandlers,
-    http: false,
-  });
+  service = await startTestWorkerService({ modelUrl: server.url, engramHome, namespace, queues: 'extract' });
 });
 afterAll(async () => {
   await service.stop('test');

@@ -7,10 +7,8 @@ import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
-import { loadWorkersConfig } from '@engram/workers/config';
-import { createHandlers } from '@engram/workers/handlers';
-import { createLogger } from '@engram/workers/logger';
-import { startWorkerService, type WorkerService } from '@engram/workers/service';
+import type { WorkerService } from '@engram/workers/service';
+import { startTestWorkerService } from '@engram/workers/testing/service.test-helpers';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { assertBuilt, engram } from './cli.test-helpers.js';
 import { loadAgentConfig } from './config.js';
@@ -36,20 +34,7 @@ beforeAll(async () => {
   server = await startModelServer();
   engramHome = mkdtempSync(join(tmpdir(), 'engram-dream-home-'));
   namespace = uniquePrefix('dream-cli');
-  service = await startWorkerService({
-    config: loadWorkersConfig({
-      REDIS_URL: inject('redisUrl'),
-      ENGRAM_HOME: engramHome,
-      ENGRAM_NAMESPACE: namespace,
-      ENGRAM_QUEUES: 'dream',
-      ANTHROPIC_API_KEY: 'test',
-      ANTHROPIC_BASE_URL: server.url,
-      LOG_LEVEL: 'silent',
-    }),
-    logger: createLogger('silent'),
-    handlers: createHandlers,
-    http: false,
-  });
+  service = await startTestWorkerService({ modelUrl: server.url, engramHome, namespace, queues: 'dream' });
 });
 afterAll(async () => {
   await service.stop('test');

@@ -13,10 +13,8 @@ import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { jsonReply, reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
-import { loadWorkersConfig } from '@engram/workers/config';
-import { createHandlers } from '@engram/workers/handlers';
-import { createLogger } from '@engram/workers/logger';
-import { startWorkerService, type WorkerService } from '@engram/workers/service';
+import type { WorkerService } from '@engram/workers/service';
+import { startTestWorkerService } from '@engram/workers/testing/service.test-helpers';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadAgentConfig } from '../config.js';
 import { MemoryQueue } from '../memory/memory-queue.js';
@@ -40,20 +38,12 @@ beforeAll(async () => {
   server = await startModelServer();
   engramHome = mkdtempSync(join(tmpdir(), 'engram-recall-home-'));
   namespace = uniquePrefix('recall-fg');
-  service = await startWorkerService({
-    config: loadWorkersConfig({
-      REDIS_URL: inject('redisUrl'),
-      ENGRAM_HOME: engramHome,
-      ENGRAM_NAMESPACE: namespace,
-      ENGRAM_QUEUES: 'recall',
-      ANTHROPIC_API_KEY: 'test',
-      ANTHROPIC_BASE_URL: server.url,
-      ENGRAM_SMALL_MODEL: SMALL,
-      LOG_LEVEL: 'silent',
-    }),
-    logger: createLogger('silent'),
-    handlers: createHandlers,
-    http: false,
+  service = await startTestWorkerService({
+    modelUrl: server.url,
+    engramHome,
+    namespace,
+    queues: 'recall',
+    env: { ENGRAM_SMALL_MODEL: SMALL },
   });
 });
 afterAll(async () => {

@@ -14,17 +14,15 @@ import {
   recordConsolidatedAt,
   tryAcquireConsolidation,
 } from '@engram/queue/state/consolidation-lock';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { Closer } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { errors, reply, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitForFinishedJob } from '@engram/testkit/wait';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadWorkersConfig } from '../config.js';
-import { createHandlers } from '../handlers.js';
-import { createLogger } from '../logger.js';
-import { startWorkerService, type WorkerService } from '../service.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { WorkerService } from '../service.js';
 import { createForeground, type ForegroundSession } from '../testing/foreground.test-helpers.js';
+import { startTestWorkerService } from '../testing/service.test-helpers.js';
 import { isDreamRequest, seedDreamMemories, seedSessions } from './dream.test-helpers.js';
 
 let server: ModelServer;
@@ -41,25 +39,7 @@ afterAll(() => server.close());
 const DAY = 24 * 3_600_000;
 
 async function startService(engramHome: string): Promise<WorkerService> {
-  const config = loadWorkersConfig({
-    REDIS_URL: inject('redisUrl'),
-    ENGRAM_HOME: engramHome,
-    ENGRAM_NAMESPACE: uniquePrefix('dream'),
-    ENGRAM_QUEUES: 'dream',
-    ENGRAM_WORKERS_PORT: '0',
-    ANTHROPIC_API_KEY: 'test',
-    ANTHROPIC_BASE_URL: server.url,
-    ENGRAM_MODEL_MAX_RETRIES: '0',
-    LOG_LEVEL: 'silent',
-  });
-  const service = await startWorkerService({
-    config,
-    logger: createLogger('silent'),
-    handlers: createHandlers,
-    http: false,
-  });
-  closer.defer(() => service.stop('test'));
-  return service;
+  return startTestWorkerService({ modelUrl: server.url, engramHome, queues: 'dream', closer });
 }
 
 function producerFor(service: WorkerService) {

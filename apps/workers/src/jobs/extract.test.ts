@@ -11,10 +11,7 @@ import { type ModelServer, type RecordedRequest, startModelServer } from '@engra
 import { comparePrefix } from '@engram/testkit/prefix';
 import { errors, reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { loadWorkersConfig } from '../config.js';
-import { createHandlers } from '../handlers.js';
-import { createLogger } from '../logger.js';
-import { startWorkerService, type WorkerService } from '../service.js';
+import type { WorkerService } from '../service.js';
 import { WORKER_TEST_BACKENDS, type WorkerTestBackend } from '../testing/backends.test-helpers.js';
 import {
   createForeground,
@@ -22,6 +19,7 @@ import {
   isExtractionRequest,
   lastUserText,
 } from '../testing/foreground.test-helpers.js';
+import { startTestWorkerService } from '../testing/service.test-helpers.js';
 
 let server: ModelServer;
 const closer = new Closer();
@@ -58,26 +56,16 @@ async function startService(
 ): Promise<WorkerService> {
   const namespace = uniquePrefix('extract');
   backend.cleanUpAfter(namespace, closer);
-  const config = loadWorkersConfig({
-    ...backend.env(),
-    ENGRAM_HOME: engramHome,
-    ENGRAM_NAMESPACE: namespace,
-    ENGRAM_QUEUES: 'extract',
-    ENGRAM_WORKERS_PORT: '0',
-    ANTHROPIC_API_KEY: 'test',
-    ANTHROPIC_BASE_URL: server.url,
-    ENGRAM_MODEL_MAX_RETRIES: '0',
-    LOG_LEVEL: 'silent',
-    ...extra,
+  const service = await startTestWorkerService({
+    modelUrl: server.url,
+    engramHome,
+    queues: 'extract',
+    closer,
+    backendEnv: backend.env(),
+    namespace,
+    env: extra,
   });
-  expect(config.backend.kind).toBe(backend.kind);
-  const service = await startWorkerService({
-    config,
-    logger: createLogger('silent'),
-    handlers: createHandlers,
-    http: false,
-  });
-  closer.defer(() => service.stop('test'));
+  expect(service.engine.config.kind).toBe(backend.kind);
   // On PostgreSQL the namespace is a schema of its own, which the service migrated before consuming.
   expect(service.engine.schema).toBe(backend.kind === 'postgres' ? postgresSchemaFor(namespace) : undefined);
   return service;

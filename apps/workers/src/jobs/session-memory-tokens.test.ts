@@ -4,15 +4,12 @@ import { join } from 'node:path';
 import { autoCompactThreshold } from '@engram/agent-runtime/compact/thresholds';
 import { tokenCountWithEstimation } from '@engram/agent-runtime/model/tokens';
 import { JobProducer } from '@engram/queue/producer';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { Closer } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadWorkersConfig } from '../config.js';
-import { createHandlers } from '../handlers.js';
-import { createLogger } from '../logger.js';
-import { startWorkerService } from '../service.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { lastUserText } from '../testing/foreground.test-helpers.js';
+import { startTestWorkerService } from '../testing/service.test-helpers.js';
 import {
   createSmSession,
   isCompactRequest,
@@ -67,24 +64,12 @@ function totals(requests: RecordedRequest[]): Totals {
 async function run(withSessionMemory: boolean) {
   server.reset();
   const engramHome = mkdtempSync(join(tmpdir(), 'engram-home-'));
-  const config = loadWorkersConfig({
-    REDIS_URL: inject('redisUrl'),
-    ENGRAM_HOME: engramHome,
-    ENGRAM_NAMESPACE: uniquePrefix('smt'),
-    ENGRAM_QUEUES: 'session-memory',
-    ENGRAM_WORKERS_PORT: '0',
-    ANTHROPIC_API_KEY: 'test',
-    ANTHROPIC_BASE_URL: server.url,
-    ENGRAM_MODEL_MAX_RETRIES: '0',
-    LOG_LEVEL: 'silent',
+  const service = await startTestWorkerService({
+    modelUrl: server.url,
+    engramHome,
+    queues: 'session-memory',
+    closer,
   });
-  const service = await startWorkerService({
-    config,
-    logger: createLogger('silent'),
-    handlers: createHandlers,
-    http: false,
-  });
-  closer.defer(() => service.stop('test'));
   const producer = closer.add(new JobProducer(service.engine));
   const queue = producer.queue('session-memory');
   let s!: SmSession;

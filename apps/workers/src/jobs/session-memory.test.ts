@@ -5,18 +5,16 @@ import { sessionMemoryWaitPlan } from '@engram/agent-runtime/compact/auto-compac
 import { DEFAULT_SESSION_MEMORY_TEMPLATE } from '@engram/memory-core/session-memory/template';
 import type { SessionMemoryResult } from '@engram/queue/jobs/session-memory';
 import { JobProducer } from '@engram/queue/producer';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { Closer } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitForFinishedJob } from '@engram/testkit/wait';
 import type { Job } from 'bullmq';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadWorkersConfig } from '../config.js';
-import { createHandlers } from '../handlers.js';
-import { createLogger } from '../logger.js';
-import { startWorkerService, type WorkerService } from '../service.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { WorkerService } from '../service.js';
 import { lastUserText } from '../testing/foreground.test-helpers.js';
+import { startTestWorkerService } from '../testing/service.test-helpers.js';
 import { createSmSession, isSessionMemoryRequest, type SmSession } from './session-memory.test-helpers.js';
 
 let server: ModelServer;
@@ -32,24 +30,12 @@ afterEach(async () => {
 afterAll(() => server.close());
 
 async function startService(engramHome: string): Promise<{ service: WorkerService; producer: JobProducer }> {
-  const config = loadWorkersConfig({
-    REDIS_URL: inject('redisUrl'),
-    ENGRAM_HOME: engramHome,
-    ENGRAM_NAMESPACE: uniquePrefix('sm'),
-    ENGRAM_QUEUES: 'session-memory',
-    ENGRAM_WORKERS_PORT: '0',
-    ANTHROPIC_API_KEY: 'test',
-    ANTHROPIC_BASE_URL: server.url,
-    ENGRAM_MODEL_MAX_RETRIES: '0',
-    LOG_LEVEL: 'silent',
+  const service = await startTestWorkerService({
+    modelUrl: server.url,
+    engramHome,
+    queues: 'session-memory',
+    closer,
   });
-  const service = await startWorkerService({
-    config,
-    logger: createLogger('silent'),
-    handlers: createHandlers,
-    http: false,
-  });
-  closer.defer(() => service.stop('test'));
   const producer = closer.add(
     new JobProducer(service.engine, {
       config: { 'session-memory': { backoff: { type: 'exponential', delayMs: 50, jitter: 0 } } },
