@@ -333,9 +333,10 @@ export class AgentSession {
     for (const denied of result.deniedCalls)
       opts.onEvent?.({ type: 'tool_denied', text: `${denied.tool}: ${denied.message}` });
 
-    const { entries, chain: after } = await this.liveChain();
-    const leafEntry = entries.at(-1)!;
-    const leaf = { leafUuid: leafEntry.uuid!, leafSeq: entries.length };
+    // The live chain now — what the successful attempt sent plus what it added — without re-reading the file;
+    // `seq` counted every line this session appended, so it is the leaf's line number.
+    const after: ChainEntry[] = [...run.entries, ...result.newMessages];
+    const leaf = { leafUuid: after.at(-1)!.uuid, leafSeq: this.seq };
     const disabled: MemoryWorkStatus = { status: 'skipped', reason: 'memory is disabled' };
     let extract: MemoryWorkStatus = disabled;
     let dream: MemoryWorkStatus = disabled;

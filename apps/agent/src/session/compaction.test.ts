@@ -192,6 +192,10 @@ describe('compaction in the foreground', () => {
     const turn = await session.runTurn('third question here', { canUseTool: policy(session) });
     expect(turn.answer).toBe('answered after compaction');
     expect(turn.compaction).toEqual({ via: 'model', reactive: true });
+    // The leaf the turn reports (what extraction is enqueued for) is the transcript's last line, even after the
+    // reactive compaction appended its boundary and copies mid-turn.
+    const { entries } = await session.store.readAll();
+    expect(turn.leaf).toEqual({ leafUuid: entries.at(-1)!.uuid, leafSeq: entries.length });
     expect(server.messageRequests('compact')).toHaveLength(1);
   });
 

@@ -39,11 +39,7 @@ import {
   restoreSnapshot,
   snapshotDir,
 } from '@engram/memory-core/dream/snapshot';
-import {
-  ENTRYPOINT_NAME,
-  type EngramPaths,
-  engramPathsFromDirNames,
-} from '@engram/memory-core/paths/memory-paths';
+import { ENTRYPOINT_NAME, type EngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { buildMemoryPrompt } from '@engram/memory-core/prompts/memory-prompt';
 import {
   DREAM_RECEIPT_TTL_MS,
@@ -64,6 +60,7 @@ import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
 import { projectWriterLeaseKey } from './extract.js';
+import { pathsForJob } from './job-paths.js';
 
 // dream: consolidate a project's memories with a forked agent (DESIGN §5, §6; claude-code-memory.md §8).
 //
@@ -132,12 +129,7 @@ export function createDreamHandler(deps: DreamDeps) {
 
   return async (payload: DreamPayload, ctx: HandlerContext): Promise<DreamResult> => {
     const log = logger.child({ queue: 'dream', jobId: ctx.job.id, project: payload.projectDir });
-    const paths = engramPathsFromDirNames({
-      engramHome: config.engramHome,
-      projectDirName: payload.projectDir,
-      transcriptDirName: payload.transcriptDir,
-      memoryDirOverride: config.memoryDirOverride,
-    });
+    const paths = pathsForJob(config, payload);
     const { memoryDir } = paths;
     const excludeSessionId = payload.triggeredBy ?? payload.sessionId;
     const skipped = (

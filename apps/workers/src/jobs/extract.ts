@@ -15,7 +15,6 @@ import {
 import { loadMemoryIndex } from '@engram/memory-core/memdir/index-file';
 import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
 import { formatMemoryManifest, scanMemoryDir } from '@engram/memory-core/memdir/scan';
-import { engramPathsFromDirNames } from '@engram/memory-core/paths/memory-paths';
 import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
 import { buildExtractionPrompt } from '@engram/memory-core/prompts/extraction-prompt';
 import type { ExtractPayload, ExtractResult } from '@engram/queue/jobs/extract';
@@ -25,6 +24,7 @@ import { SessionState, type TranscriptCursor } from '@engram/queue/state/session
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
+import { pathsForJob } from './job-paths.js';
 
 // extract: turn the messages since the session's cursor into memories with a forked agent (DESIGN §5, §6).
 // Idempotent and cursor-based: the cursor moves only after a successful run, to the leaf the run covered,
@@ -83,12 +83,7 @@ export function createExtractHandler(deps: ExtractDeps) {
       sessionId: payload.sessionId,
       project: payload.projectDir,
     });
-    const paths = engramPathsFromDirNames({
-      engramHome: config.engramHome,
-      projectDirName: payload.projectDir,
-      transcriptDirName: payload.transcriptDir,
-      memoryDirOverride: config.memoryDirOverride,
-    });
+    const paths = pathsForJob(config, payload);
     const state = new SessionState(engine.state, payload);
     const [cursor, latest] = await Promise.all([state.extractCursor(), state.latestExtractRequest()]);
     const requested: TranscriptCursor = { leafUuid: payload.leafUuid, leafSeq: payload.leafSeq };

@@ -1,6 +1,6 @@
 import { createModelClient, type ModelClient } from '@engram/agent-runtime/model/client';
 import { scanMemoryDir } from '@engram/memory-core/memdir/scan';
-import { type EngramPaths, engramPathsFromDirNames } from '@engram/memory-core/paths/memory-paths';
+import type { EngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { readMemoriesForSurfacing } from '@engram/memory-core/recall/read-for-surfacing';
 import {
   DEFAULT_SELECTOR_TIMEOUT_MS,
@@ -13,6 +13,7 @@ import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
 import type { WorkersConfig } from '../config.js';
 import type { HandlerDeps } from '../service.js';
+import { pathsForJob } from './job-paths.js';
 
 // recall: choose up to five memories for the user's prompt with a small-model side query and read them for
 // injection (DESIGN §5). It degrades instead of failing: a slow, failing or confused selector hands the choice
@@ -83,12 +84,7 @@ export function createRecallHandler(deps: RecallDeps) {
     });
     let paths: EngramPaths;
     try {
-      paths = engramPathsFromDirNames({
-        engramHome: config.engramHome,
-        projectDirName: payload.projectDir,
-        transcriptDirName: payload.transcriptDir,
-        memoryDirOverride: config.memoryDirOverride,
-      });
+      paths = pathsForJob(config, payload);
     } catch (error) {
       throw new PermanentJobError('INVALID_PATHS', (error as Error).message);
     }

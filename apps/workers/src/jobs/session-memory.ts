@@ -7,7 +7,6 @@ import { buildChain } from '@engram/agent-runtime/transcript/chain';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
 import { removeStaleTempFiles } from '@engram/fs-atomic/atomic-write';
-import { engramPathsFromDirNames } from '@engram/memory-core/paths/memory-paths';
 import { sessionMemoryPolicy } from '@engram/memory-core/policy/memory-permissions';
 import { assessSessionMemoryUpdate } from '@engram/memory-core/session-memory/guard';
 import {
@@ -35,6 +34,7 @@ import { type SessionMemoryMarkers, SessionState } from '@engram/queue/state/ses
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
+import { pathsForJob } from './job-paths.js';
 
 // session-memory: keep the session's rolling notes (`summary.md`) current with a fork that may only Edit
 // that one file (DESIGN §5, §6; reference §7.8). Jobs of one session run one at a time (a lease; a busy
@@ -85,12 +85,7 @@ export function createSessionMemoryHandler(deps: SessionMemoryDeps) {
 
   return async (payload: SessionMemoryPayload, ctx: HandlerContext): Promise<SessionMemoryResult> => {
     const log = logger.child({ queue: 'session-memory', jobId: ctx.job.id, sessionId: payload.sessionId });
-    const paths = engramPathsFromDirNames({
-      engramHome: config.engramHome,
-      projectDirName: payload.projectDir,
-      transcriptDirName: payload.transcriptDir,
-      memoryDirOverride: config.memoryDirOverride,
-    });
+    const paths = pathsForJob(config, payload);
     const state = new SessionState(engine.state, payload);
 
     // Serial per session: whoever holds the lease runs; everyone else comes back shortly and re-gates then.
