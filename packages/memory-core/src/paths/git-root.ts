@@ -5,6 +5,8 @@ import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 // A worktree's `.git` file names its git dir; we follow it to the repository's common dir only after checking
 // that the link is genuine in both directions, because a crafted `.git` file in a cloned repo could otherwise
 // point the memory directory (and its write permission) at any other project. Any doubt → the worktree root.
+// Paths are returned as given, never Unicode-normalised: Claude Code sanitizes them that way
+// (docs/claude-code-format.md, "Paths").
 
 /** Nearest ancestor of `startDir` (inclusive) that contains a `.git` entry (directory or file). */
 export async function findGitRoot(startDir: string): Promise<string | undefined> {
@@ -12,7 +14,7 @@ export async function findGitRoot(startDir: string): Promise<string | undefined>
   for (;;) {
     try {
       await fs.lstat(join(dir, '.git'));
-      return dir.normalize('NFC');
+      return dir;
     } catch {
       // not here (or unreadable): keep walking up
     }
@@ -32,12 +34,12 @@ export async function findCanonicalGitRoot(startDir: string): Promise<string | u
   const gitRoot = await findGitRoot(startDir);
   if (gitRoot === undefined) return undefined;
   const canonical = await resolveCommonRoot(gitRoot);
-  return (canonical ?? gitRoot).normalize('NFC');
+  return canonical ?? gitRoot;
 }
 
 /** The project root memory is keyed by: the canonical git root, else the directory itself. */
 export async function findProjectRoot(cwd: string): Promise<string> {
-  return (await findCanonicalGitRoot(cwd)) ?? resolve(cwd).normalize('NFC');
+  return (await findCanonicalGitRoot(cwd)) ?? resolve(cwd);
 }
 
 async function resolveCommonRoot(gitRoot: string): Promise<string | undefined> {

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initRepo, makeTempDir } from '../testing/temp-dir.test-helpers.js';
@@ -106,6 +106,43 @@ describe('resolveEngramPaths', () => {
     expect(paths.toolResultsDir('s1')).toBe(join(transcriptDir, 's1', 'tool-results'));
     expect(paths.sessionMemoryPath('s1')).toBe(join(transcriptDir, 's1', 'session-memory', 'summary.md'));
     expect(paths.memoryDir.endsWith('/')).toBe(false);
+  });
+
+  it('sanitizes a decomposed (NFD) path as given, one dash per code unit, like Claude Code', async () => {
+    const nfd = join(dir, 'Projets', 'cafe\u0301');
+    mkdirSync(nfd, { recursive: true });
+    const home = join(dir, 'home-nfd');
+    const paths = await resolveEngramPaths({ engramHome: home, cwd: nfd });
+    expect(paths.cwd).toBe(nfd);
+    expect(paths.transcriptDir).toBe(join(home, 'projects', sanitizePath(nfd)));
+    // e + U+0301 is two characters: the `e` stays and the accent becomes `-`; the composed é is one `-`.
+    expect(paths.transcriptDir.endsWith('-Projets-cafe-')).toBe(true);
+    expect(sanitizePath(nfd.normalize('NFC')).endsWith('-Projets-caf-')).toBe(true);
+  });
+
+  it('adopts a directory an earlier Engram created under the NFC name: renamed when alone, merged otherwise', async () => {
+    const nfd = join(dir, 'Re\u0301sume\u0301');
+    mkdirSync(nfd, { recursive: true });
+    const home = join(dir, 'home-legacy');
+    const legacy = join(home, 'projects', sanitizePath(nfd.normalize('NFC')));
+    mkdirSync(join(legacy, 'memory'), { recursive: true });
+    writeFileSync(join(legacy, 'memory', 'MEMORY.md'), '- [a](a.md) — a\n');
+    writeFileSync(join(legacy, 'memory', 'a.md'), 'old a\n');
+    writeFileSync(join(legacy, 's1.jsonl'), '{}\n');
+    const first = await resolveEngramPaths({ engramHome: home, cwd: nfd });
+    expect(readFileSync(join(first.memoryDir, 'a.md'), 'utf8')).toBe('old a\n');
+    expect(existsSync(join(first.transcriptDir, 's1.jsonl'))).toBe(true);
+    expect(existsSync(legacy)).toBe(false);
+
+    // Both exist: what is missing moves over, what both hold stays in the old directory — nothing is lost.
+    mkdirSync(join(legacy, 'memory'), { recursive: true });
+    writeFileSync(join(legacy, 'memory', 'a.md'), 'conflicting a\n');
+    writeFileSync(join(legacy, 'memory', 'b.md'), 'only in legacy\n');
+    const second = await resolveEngramPaths({ engramHome: home, cwd: nfd });
+    expect(readFileSync(join(second.memoryDir, 'a.md'), 'utf8')).toBe('old a\n');
+    expect(readFileSync(join(second.memoryDir, 'b.md'), 'utf8')).toBe('only in legacy\n');
+    expect(readFileSync(join(legacy, 'memory', 'a.md'), 'utf8')).toBe('conflicting a\n');
+    expect(existsSync(join(legacy, 'memory', 'b.md'))).toBe(false);
   });
 
   it('uses a validated ENGRAM_MEMORY_DIR override for memory, leaving transcripts in place', async () => {

@@ -1,3 +1,4 @@
+import { promises as fs } from 'node:fs';
 import { isAbsolute, join, normalize, sep } from 'node:path';
 import { findProjectRoot } from './git-root.js';
 import { sanitizePath } from './sanitize.js';
@@ -105,7 +106,7 @@ export interface EngramPaths {
   projectRoot: string;
   /** ENGRAM_HOME/projects/<sanitize(projectRoot)> */
   projectDir: string;
-  /** Absolute, NFC, no trailing separator. */
+  /** Absolute, no trailing separator (ENGRAM_MEMORY_DIR is NFC-normalised, as Claude Code does). */
   memoryDir: string;
   memoryIndexPath: string;
   teamDir: string;
@@ -125,11 +126,64 @@ export interface EngramPathOptions {
   memoryDirOverride?: string;
 }
 
-/** Resolves every Engram path for a session launched in `cwd` (looks up the canonical git root). */
+/**
+ * Resolves every Engram path for a session launched in `cwd` (looks up the canonical git root). Directories an
+ * earlier Engram created under the NFC-normalised name are adopted first (adoptLegacyNormalizedDir).
+ */
 export async function resolveEngramPaths(opts: EngramPathOptions): Promise<EngramPaths> {
   const cwd = requireAbsolute(opts.cwd, 'cwd');
   const projectRoot = await findProjectRoot(cwd);
-  return engramPathsFor({ ...opts, cwd, projectRoot });
+  const paths = engramPathsFor({ ...opts, cwd, projectRoot });
+  const projectsDir = join(paths.engramHome, PROJECTS_DIRNAME);
+  await adoptLegacyNormalizedDir(projectsDir, paths.projectRoot);
+  if (paths.cwd !== paths.projectRoot) await adoptLegacyNormalizedDir(projectsDir, paths.cwd);
+  return paths;
+}
+
+/**
+ * Engram before Claude Code 2.1.x compatibility NFC-normalised a path before sanitizing it; Claude Code does
+ * not (docs/claude-code-format.md, "Paths"), so a decomposed (NFD) path maps to a different directory now.
+ * This moves what the old directory holds into the new one, never losing anything: when the new directory
+ * does not exist the old one is renamed; otherwise every entry missing from the new one is moved over
+ * (directories merged recursively) and an entry present in both stays in the old directory. Returns the
+ * names of entries left behind (empty when the old directory is gone or never existed).
+ */
+export async function adoptLegacyNormalizedDir(projectsDir: string, rawPath: string): Promise<string[]> {
+  const current = sanitizePath(rawPath);
+  const legacy = sanitizePath(rawPath.normalize('NFC'));
+  if (current === legacy) return [];
+  const from = join(projectsDir, legacy);
+  const to = join(projectsDir, current);
+  const left: string[] = [];
+  try {
+    await mergeInto(from, to, '', left);
+  } catch (error) {
+    // An unreadable or racing directory stays where it is; the next start tries again.
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') left.push('.');
+  }
+  return left;
+}
+
+async function mergeInto(from: string, to: string, rel: string, left: string[]): Promise<void> {
+  const fromStat = await fs.lstat(from).catch(() => undefined);
+  if (fromStat === undefined) return;
+  const toStat = await fs.lstat(to).catch(() => undefined);
+  if (toStat === undefined) {
+    try {
+      await fs.rename(from, to);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') left.push(rel || '.');
+    }
+    return;
+  }
+  if (!fromStat.isDirectory() || !toStat.isDirectory() || fromStat.isSymbolicLink()) {
+    left.push(rel || '.');
+    return;
+  }
+  for (const name of await fs.readdir(from)) {
+    await mergeInto(join(from, name), join(to, name), rel ? `${rel}/${name}` : name, left);
+  }
+  await fs.rmdir(from).catch(() => undefined); // only when now empty
 }
 
 /** Synchronous variant for callers that already know the project root (e.g. from a job payload). */
@@ -209,7 +263,8 @@ function requireAbsolute(value: string, label: string): string {
       `${label} must be an absolute path (resolve it against the launch directory first).`,
     );
   }
-  return value.normalize('NFC');
+  // As given: Claude Code sanitizes without Unicode normalisation (docs/claude-code-format.md, "Paths").
+  return value;
 }
 
 /**
