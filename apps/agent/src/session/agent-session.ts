@@ -29,12 +29,18 @@ import {
   createUserEntry,
   type TranscriptEntry,
 } from '@engram/agent-runtime/transcript/entry';
+import { readGitBranch } from '@engram/agent-runtime/transcript/git-branch';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
 import {
   type EngramPaths,
   resolveEngramPaths,
   validateSessionId,
 } from '@engram/memory-core/paths/memory-paths';
+import {
+  formatMemoryNotice,
+  MEMORY_NOTICE_ATTACHMENT_KIND,
+  unannouncedMemoryChanges,
+} from '@engram/memory-core/prompts/memory-notice';
 import type { ExtractReceipt } from '@engram/queue/state/session-state';
 import type { AgentConfig } from '../config.js';
 import { buildSessionContext, describeOverflow, type SessionContext } from '../context/session-context.js';
@@ -104,6 +110,8 @@ export class AgentSession {
   private seq = 0;
   private readonly compactor: Compactor;
   private readonly sessionMemory: SessionMemoryTrigger | undefined;
+  /** Stamped on this session's entries, as Claude Code does. */
+  private gitBranch: string | undefined;
 
   private constructor(
     private readonly deps: AgentSessionDeps,
@@ -145,6 +153,7 @@ export class AgentSession {
       memoryEnabled: deps.memory !== undefined,
     });
     const session = new AgentSession(deps, sessionId, paths, store, context, entries.length > 0);
+    session.gitBranch = await readGitBranch(paths.cwd);
     if (session.resumed) {
       // A resumed session keeps its session-start snapshot, so the cached prefix (and every fork's) is unchanged.
       const saved = await loadCacheSafeParams(cacheSafeParamsPathFor(paths.transcriptPath(sessionId))).catch(
@@ -256,7 +265,12 @@ export class AgentSession {
       }
     }
     const user = createUserEntry(
-      { sessionId: this.sessionId, cwd: this.paths.cwd, parentUuid: chain.at(-1)?.uuid ?? null },
+      {
+        sessionId: this.sessionId,
+        cwd: this.paths.cwd,
+        parentUuid: chain.at(-1)?.uuid ?? null,
+        ...(this.gitBranch ? { gitBranch: this.gitBranch } : {}),
+      },
       prompt,
     );
     await this.append([user]);
@@ -285,10 +299,18 @@ export class AgentSession {
         ...(opts.signal ? { signal: opts.signal } : {}),
         cwd: this.paths.cwd,
         sessionId: this.sessionId,
+        ...(this.gitBranch ? { gitBranch: this.gitBranch } : {}),
         ...(this.readFileState ? { readFileState: this.readFileState } : {}),
         toolResultsDir: this.paths.toolResultsDir(this.sessionId),
         beforeModelCall: async (state) => {
           const attachments = this.conditionalRuleAttachments(state.readFileState, injectedRules);
+          // Background memory work that changed files since the last reply: one short notice, first.
+          const notice = formatMemoryNotice(unannouncedMemoryChanges(state.messages));
+          if (notice)
+            attachments.unshift({
+              content: notice,
+              extra: { attachmentKind: MEMORY_NOTICE_ATTACHMENT_KIND },
+            });
           // The first request goes out at once; from the second on, a finished recall is injected after the
           // tool results (one non-blocking look per model call).
           if (state.turn >= 1) attachments.push(...((await (await recallStart)?.poll(state.messages)) ?? []));

@@ -6,7 +6,12 @@ import { hashContent, resolveToolPath } from '../tools/file-state.js';
 import { defaultTools } from '../tools/registry.js';
 import { type AnyTool, type CanUseTool, ReadFileState } from '../tools/tool.js';
 import { buildChain } from '../transcript/chain.js';
-import { type ChainEntry, createUserEntry, type TranscriptEntry } from '../transcript/entry.js';
+import {
+  type ChainEntry,
+  createUserEntry,
+  type TranscriptEntry,
+  toolUseRecordFor,
+} from '../transcript/entry.js';
 import { TranscriptStore } from '../transcript/store.js';
 import type { CacheSafeParams } from './cache-safe-params.js';
 
@@ -85,7 +90,7 @@ export function seedReadFileState(chain: readonly TranscriptEntry[], cwd: string
     for (const result of toolResults(entry)) {
       const call = calls.get(result.tool_use_id);
       if (!call || result.is_error === true) continue;
-      const record = entry.toolUseResults?.[result.tool_use_id];
+      const record = toolUseRecordFor(entry, result.tool_use_id);
       const recordedPath = typeof record?.filePath === 'string' ? record.filePath : undefined;
       const recordedMtime = typeof record?.mtimeMs === 'number' ? record.mtimeMs : undefined;
       const at = entry.timestamp ? Date.parse(entry.timestamp) : Number.NaN;
@@ -110,7 +115,7 @@ export function collectWrittenPaths(entries: readonly TranscriptEntry[], cwd: st
     for (const result of toolResults(entry)) {
       const path = calls.get(result.tool_use_id);
       if (path === undefined || result.is_error === true) continue;
-      const record = entry.toolUseResults?.[result.tool_use_id];
+      const record = toolUseRecordFor(entry, result.tool_use_id);
       const finalPath = typeof record?.filePath === 'string' ? record.filePath : path;
       if (!written.includes(finalPath)) written.push(finalPath);
     }

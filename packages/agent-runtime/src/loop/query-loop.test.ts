@@ -89,9 +89,9 @@ describe('runQueryLoop', () => {
     // Chained: each new entry's parent is the previous one.
     expect(result.newMessages[0]!.parentUuid).toBe(opts.messages[0]!.uuid);
     expect(result.newMessages[1]!.parentUuid).toBe(result.newMessages[0]!.uuid);
-    expect(result.newMessages[1]!.toolUseResults?.toolu_read1).toMatchObject({
-      filePath: join(dir, 'notes.txt'),
-    });
+    // Claude Code's per-entry field: one result per entry, its facts in `toolUseResult`.
+    expect(result.newMessages[1]!.toolUseResult).toMatchObject({ filePath: join(dir, 'notes.txt') });
+    expect(result.newMessages[1]!.toolUseResults).toBeUndefined();
   });
 
   it('runs independent read-only calls in parallel and writing calls alone, results in call order', async () => {
@@ -317,7 +317,7 @@ describe('runQueryLoop', () => {
         `^<persisted-output>\\nOutput too large \\(\\d+(\\.\\d)?KB\\)\\. Full output saved to: ${persistedPath}\\n`,
       ),
     );
-    expect(result.newMessages[1]!.toolUseResults?.toolu_big).toEqual({ persistedOutputPath: persistedPath });
+    expect(result.newMessages[1]!.toolUseResult).toEqual({ persistedOutputPath: persistedPath });
 
     // Rebuilt from disk, the conversation renders to exactly what was sent.
     const { entries } = await transcript.readAll();

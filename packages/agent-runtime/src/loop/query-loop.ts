@@ -82,6 +82,8 @@ export interface QueryLoopOptions {
   signal?: AbortSignal;
   cwd: string;
   sessionId: string;
+  /** Stamped on every new entry as Claude Code does (`gitBranch`); omitted when unknown. */
+  gitBranch?: string;
   /** Parent of the first new entry (default: uuid of the last entry of `messages`, else null). */
   parentUuid?: string | null;
   readFileState?: ReadFileState;
@@ -162,6 +164,7 @@ export async function runQueryLoop(opts: QueryLoopOptions): Promise<QueryLoopRes
     sessionId: opts.sessionId,
     cwd: opts.cwd,
     parentUuid,
+    ...(opts.gitBranch !== undefined ? { gitBranch: opts.gitBranch } : {}),
     ...(opts.now ? { now: opts.now } : {}),
   });
   const emit = async (entry: ChainEntry) => {
@@ -240,21 +243,17 @@ export async function runQueryLoop(opts: QueryLoopOptions): Promise<QueryLoopRes
       ...(opts.signal ? { signal: opts.signal } : {}),
       ...(opts.toolResultsDir ? { toolResultsDir: opts.toolResultsDir } : {}),
     });
-    const records: Record<string, ToolUseRecord> = {};
+    // One entry per result, each with its own `toolUseResult`, as Claude Code writes them (chained one after
+    // the other; rendering merges them back into one user message).
     for (const o of outcomes) {
-      if (o.record) records[o.block.tool_use_id] = o.record;
       if (o.denied) deniedCalls.push(o.denied);
-    }
-    await emit(
-      createUserEntry(
-        stamp(),
-        outcomes.map((o) => o.block),
-        {
+      await emit(
+        createUserEntry(stamp(), [o.block], {
           sourceToolAssistantUUID: assistant.uuid,
-          ...(Object.keys(records).length > 0 ? { toolUseResults: records } : {}),
-        },
-      ),
-    );
+          ...(o.record ? { toolUseResult: o.record } : {}),
+        }),
+      );
+    }
     if (opts.signal?.aborted) return finish('aborted');
     if (opts.maxTurns !== undefined && turns >= opts.maxTurns) return finish('max_turns');
   }

@@ -114,12 +114,42 @@ export interface TranscriptEntry {
   isSidechain?: boolean;
   isVisibleInTranscriptOnly?: boolean;
   subtype?: string;
-  /** Per tool_use_id facts a tool reported beside its model-visible result (e.g. file path and mtime). */
+  /**
+   * Facts the tool reported beside its model-visible result (file path, mtime…), on an entry holding one
+   * tool_result — Claude Code's field (docs/claude-code-format.md, "Transcripts").
+   */
+  toolUseResult?: unknown;
+  /** Older Engram form: facts per tool_use_id on an entry holding several results. Read, never written. */
   toolUseResults?: Record<string, ToolUseRecord>;
   [key: string]: unknown;
 }
 
 export type ToolUseRecord = Record<string, unknown>;
+
+/**
+ * The facts recorded for one tool_use_id on an entry: Claude Code's and Engram's per-entry `toolUseResult`
+ * (when the entry's only tool_result is that id) or the older `toolUseResults[id]`. Claude Code's Read keeps
+ * the path in `file.filePath`; it is lifted to `filePath` here.
+ */
+export function toolUseRecordFor(entry: TranscriptEntry, toolUseId: string): ToolUseRecord | undefined {
+  const legacy = entry.toolUseResults?.[toolUseId];
+  if (legacy !== undefined) return legacy;
+  const record = entry.toolUseResult;
+  if (typeof record !== 'object' || record === null || Array.isArray(record)) return undefined;
+  const content = entry.message?.content;
+  if (!Array.isArray(content)) return undefined;
+  const ids = content.flatMap((b) =>
+    b.type === 'tool_result' ? [(b as { tool_use_id?: unknown }).tool_use_id] : [],
+  );
+  if (ids.length !== 1 || ids[0] !== toolUseId) return undefined;
+  const out = record as ToolUseRecord;
+  const file = out.file;
+  if (typeof out.filePath !== 'string' && typeof file === 'object' && file !== null) {
+    const nested = (file as Record<string, unknown>).filePath;
+    if (typeof nested === 'string') return { ...out, filePath: nested };
+  }
+  return out;
+}
 
 export interface ChainEntry extends TranscriptEntry {
   type: ChainEntryType;
@@ -130,15 +160,24 @@ export interface ChainEntry extends TranscriptEntry {
   timestamp: string;
 }
 
+/** What Engram writes as `version` (Claude Code writes its release there) and `entrypoint`. */
+export const ENGRAM_TRANSCRIPT_VERSION = '0.1.0';
+export const ENGRAM_ENTRYPOINT = 'engram';
+
 export interface EntryStamp {
   sessionId: string;
   cwd: string;
   parentUuid: string | null;
+  /** The launch directory's git branch, as Claude Code stamps it (omitted when unknown). */
+  gitBranch?: string;
+  /** True for a subagent's transcript (every entry there is a sidechain). */
+  isSidechain?: boolean;
   /** Injected clock, for deterministic tests. */
   now?: () => Date;
   uuid?: () => string;
 }
 
+/** The session fields Claude Code stamps on every message entry (docs/claude-code-format.md, "Transcripts"). */
 function stamp(s: EntryStamp) {
   return {
     uuid: (s.uuid ?? randomUUID)(),
@@ -146,6 +185,11 @@ function stamp(s: EntryStamp) {
     sessionId: s.sessionId,
     cwd: s.cwd,
     timestamp: (s.now?.() ?? new Date()).toISOString(),
+    isSidechain: s.isSidechain ?? false,
+    userType: 'external',
+    entrypoint: ENGRAM_ENTRYPOINT,
+    version: ENGRAM_TRANSCRIPT_VERSION,
+    ...(s.gitBranch !== undefined ? { gitBranch: s.gitBranch } : {}),
   };
 }
 
@@ -171,16 +215,25 @@ export function createAssistantEntry(
   } as ChainEntry;
 }
 
-/** Model-visible context injected before a model call (e.g. recalled memories): rendered as user content. */
+/** `attachment.type` of Engram's injected context; Claude Code keeps entries it does not render. */
+export const ENGRAM_ATTACHMENT_TYPE = 'engram_context';
+
+/**
+ * Model-visible context injected before a model call (e.g. recalled memories): rendered as user content.
+ * Claude Code drops an attachment entry without an `attachment` object on resume (breaking the chain there),
+ * so one is always written: `{type: 'engram_context', kind, content}` beside the `message` Engram renders.
+ */
 export function createAttachmentEntry(
   s: EntryStamp,
   content: string | ContentBlock[],
   extra: Partial<TranscriptEntry> = {},
 ): ChainEntry {
+  const kind = typeof extra.attachmentKind === 'string' ? extra.attachmentKind : undefined;
   return {
     ...stamp(s),
     type: 'attachment',
     isMeta: true,
+    attachment: { type: ENGRAM_ATTACHMENT_TYPE, ...(kind ? { kind } : {}), content },
     message: { role: 'user', content },
     ...extra,
   } as ChainEntry;
@@ -212,9 +265,14 @@ export function isCompactBoundary(entry: TranscriptEntry): boolean {
   return entry.type === 'system' && entry.subtype === SYSTEM_SUBTYPES.compactBoundary;
 }
 
-/** Entries the model sees: user/assistant messages and attachments carrying a message. */
+/**
+ * Entries the model sees: user/assistant messages and attachments carrying a message. Entries marked
+ * `isVisibleInTranscriptOnly` are for display — except a compaction summary, which Claude Code marks with both
+ * flags and which is the first thing the model sees after a boundary (docs/claude-code-format.md,
+ * "Compaction").
+ */
 export function isModelVisible(entry: TranscriptEntry): boolean {
-  if (entry.isVisibleInTranscriptOnly === true) return false;
+  if (entry.isVisibleInTranscriptOnly === true && entry.isCompactSummary !== true) return false;
   if (entry.type !== 'user' && entry.type !== 'assistant' && entry.type !== 'attachment') return false;
   const m = entry.message;
   return !!m && (typeof m.content === 'string' || Array.isArray(m.content));

@@ -1,5 +1,5 @@
 import { constants, promises as fs } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { findLeaf } from './chain.js';
 import {
   chainEntrySchema,
@@ -180,4 +180,37 @@ export class TranscriptStore {
     }
     return this.known;
   }
+}
+
+export interface SubagentTranscript {
+  /** `<id>` of `agent-<id>.jsonl`. */
+  agentId: string;
+  path: string;
+}
+
+/**
+ * The subagent transcripts of a session: `<sessionDir>/subagents/agent-<id>.jsonl`, also one folder deeper
+ * (docs/claude-code-format.md, "Transcripts"); sorted by path. Every entry in them is a sidechain: read them
+ * with `buildChain(entries, undefined, { sidechain: true })`. A missing directory is an empty list.
+ */
+export async function listSubagentTranscripts(sessionDir: string): Promise<SubagentTranscript[]> {
+  const root = join(sessionDir, 'subagents');
+  const found: SubagentTranscript[] = [];
+  const visit = async (dir: string, depth: number) => {
+    let listing: import('node:fs').Dirent[];
+    try {
+      listing = await fs.readdir(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of listing) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory() && depth === 0) await visit(path, 1);
+      else if (entry.isFile() && /^agent-.+\.jsonl$/.test(entry.name)) {
+        found.push({ agentId: entry.name.slice('agent-'.length, -'.jsonl'.length), path });
+      }
+    }
+  };
+  await visit(root, 0);
+  return found.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
