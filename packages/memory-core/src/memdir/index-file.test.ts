@@ -7,6 +7,8 @@ import {
   applyIndexRemove,
   applyIndexUpsert,
   formatIndexLine,
+  indexLinesLinkingTo,
+  indexLinksTo,
   loadMemoryIndex,
   MAX_ENTRYPOINT_CHARS,
   MAX_ENTRYPOINT_LINES,
@@ -281,10 +283,55 @@ describe('applyIndexUpsert / applyIndexRemove', () => {
     });
   });
 
-  it('does not treat prose links as entries', () => {
+  it('forgetting a file removes its list items and unlinks a prose mention, keeping the words', () => {
     const edit = applyIndexRemove(MESSY_INDEX, 'feedback_testing.md');
-    expect(edit.content).toContain('Prose mentioning [testing](feedback_testing.md) is not an entry.');
+    expect(edit.content).toContain('Prose mentioning testing is not an entry.');
     expect(edit.content).not.toContain('[Testing policy]');
+    expect(edit.content).not.toContain('feedback_testing.md');
+    expect(edit.removed).toBe(2);
+    // Every other line is byte-identical.
+    const before = MESSY_INDEX.split('\n');
+    const after = edit.content.split('\n');
+    expect(after).toEqual(
+      before
+        .filter((l) => !l.startsWith('- [Testing policy]'))
+        .map((l) => l.replace('[testing](feedback_testing.md)', 'testing')),
+    );
+  });
+
+  it('recognises a pointer anywhere on a line: no duplicate on upsert, nothing dangling after forget', () => {
+    const index = [
+      '# Memory',
+      '- Integration tests hit a real database … [Detail](feedback_testing.md)',
+      '- Deploy notes: see [runbook](deploy.md) and [rollback](rollback.md)',
+      '## [Testing](feedback_testing.md)',
+      '1. Release train',
+      '   details in [deploy](deploy.md)',
+      '- `style.md` — terse answers',
+      '',
+    ].join('\n');
+    const upsert = applyIndexUpsert(index, { title: 'Testing', file: 'feedback_testing.md', hook: 'x' });
+    expect(upsert).toEqual({ content: index, changed: false });
+    expect(indexLinksTo(index, 'deploy.md')).toBe(true);
+    expect(indexLinesLinkingTo(index, './deploy.md')).toEqual([2, 5]);
+
+    const forgot = applyIndexRemove(index, 'feedback_testing.md');
+    expect(forgot.content).toBe(
+      [
+        '# Memory',
+        '- Deploy notes: see [runbook](deploy.md) and [rollback](rollback.md)',
+        '## Testing',
+        '1. Release train',
+        '   details in [deploy](deploy.md)',
+        '- `style.md` — terse answers',
+        '',
+      ].join('\n'),
+    );
+    const deploy = applyIndexRemove(index, 'deploy.md');
+    expect(deploy.content.split('\n')[2]).toBe('- Deploy notes: see runbook and [rollback](rollback.md)');
+    expect(deploy.content.split('\n')[5]).toBe('   details in deploy');
+    expect(deploy.removed).toBe(2);
+    expect(indexLinksTo(deploy.content, 'deploy.md')).toBe(false);
   });
 
   it('keeps CRLF line endings on replaced and appended lines', () => {
@@ -314,39 +361,48 @@ describe('applyIndexUpsert / applyIndexRemove', () => {
     '- [CR](cr.md) — ends with CR\r',
   ];
 
-  it('property: upsert/remove change only lines pointing at the file (and their continuations), idempotently', () => {
+  it('property: upsert/remove change only lines linking to the file (and their continuations), idempotently', () => {
+    const listItem = /^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+/;
     fc.assert(
       fc.property(fc.array(fc.constantFrom(...POOL), { maxLength: 25 }), fc.boolean(), (picked, trailing) => {
         const content = picked.join('\n') + (trailing ? '\n' : '');
+        const lines = content.split('\n');
         const targetEntries = parseIndexEntries(content).filter((e) => e.file === 'target.md');
+        const linking = new Set(indexLinesLinkingTo(content, 'target.md'));
+        // A list item linking only to the file goes with its continuation lines; other mentions are unlinked.
         const owned = new Set<number>();
         for (const e of targetEntries)
           for (let k = 0; k <= e.continuationLines; k++) owned.add(e.lineIndex + k);
+        for (const i of linking) if (!listItem.test(lines[i]!)) owned.delete(i);
 
         const removed = applyIndexRemove(content, 'target.md');
-        expect(parseIndexEntries(removed.content).some((e) => e.file === 'target.md')).toBe(false);
+        expect(indexLinksTo(removed.content, 'target.md')).toBe(false);
         expect(removed.content).toBe(
-          content
-            .split('\n')
-            .filter((_, i) => !owned.has(i))
+          lines
+            .flatMap((line, i) => {
+              if (owned.has(i)) return [];
+              return [linking.has(i) ? line.replace('[a link](target.md)', 'a link') : line];
+            })
             .join('\n'),
         );
         expect(applyIndexRemove(removed.content, 'target.md').changed).toBe(false);
 
         const upserted = applyIndexUpsert(content, { title: 'Target', file: 'target.md', hook: 'fresh' });
+        const [first, ...dups] = targetEntries;
+        if (first === undefined) {
+          // A prose mention already points at the file: no duplicate is appended.
+          if (linking.size > 0) expect(upserted).toEqual({ content, changed: false });
+          else expect(upserted.content.startsWith(content)).toBe(true);
+          return;
+        }
         expect(parseIndexEntries(upserted.content).filter((e) => e.file === 'target.md')).toHaveLength(1);
         expect(
           applyIndexUpsert(upserted.content, { title: 'Target', file: 'target.md', hook: 'fresh' }).changed,
         ).toBe(false);
-        const [first, ...dups] = targetEntries;
-        if (first === undefined) {
-          expect(upserted.content.startsWith(content)).toBe(true);
-          return;
-        }
         // The first entry is rewritten in place; duplicates and their continuations go; nothing else moves.
         const dupOwned = new Set<number>();
         for (const e of dups) for (let k = 0; k <= e.continuationLines; k++) dupOwned.add(e.lineIndex + k);
-        const expected = content.split('\n').filter((_, i) => !dupOwned.has(i));
+        const expected = lines.filter((_, i) => !dupOwned.has(i));
         const got = upserted.content.split('\n');
         expect(got).toHaveLength(expected.length);
         got.forEach((line, i) => {

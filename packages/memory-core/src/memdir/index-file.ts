@@ -200,6 +200,9 @@ export interface IndexEntry {
 const ENTRY_LINE =
   /^([ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+)(?:\*\*|__|\*|_)?\[((?:[^\]\\]|\\.)*)\]\(([^)]*)\)(?:\*\*|__|\*|_)?(.*)$/;
 const LINK = /\[(?:[^\]\\]|\\.)*\]\(([^)]*)\)/g;
+// The same link with its text captured, for rewriting a line that links to a forgotten file.
+const LINK_WITH_TEXT = /\[((?:[^\]\\]|\\.)*)\]\(([^)]*)\)/g;
+const LIST_ITEM = /^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+/;
 
 /** Every pointer entry in index content, in order. Never throws. */
 export function parseIndexEntries(content: string): IndexEntry[] {
@@ -262,6 +265,26 @@ function continuationCount(lines: string[], index: number): number {
   return count;
 }
 
+/**
+ * Lines that link to `file` anywhere on the line (`- [T](file.md) — hook`, but also `- prose … [detail](file.md)`,
+ * headings, numbered items): docs/claude-code-format.md, "Index". 0-based line numbers, in order.
+ */
+export function indexLinesLinkingTo(content: string, file: string): number[] {
+  const target = validateIndexFile(file);
+  const out: number[] = [];
+  const lines = String(content).split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i] as string;
+    if (line.includes('](') && extractLinkTargets(line).includes(target)) out.push(i);
+  }
+  return out;
+}
+
+/** True when some line of the index links to `file`. */
+export function indexLinksTo(content: string, file: string): boolean {
+  return indexLinesLinkingTo(content, file).length > 0;
+}
+
 function extractLinkTargets(text: string): string[] {
   const targets: string[] = [];
   for (const match of text.matchAll(LINK)) {
@@ -282,8 +305,8 @@ export interface IndexEdit {
 /**
  * Adds or updates the pointer for `entry.file`. The first entry line pointing at the file is rewritten in
  * place (keeping its list marker and indentation); later duplicate entry lines for it (with their
- * continuation lines) are removed; with none, the line is appended. All other lines are left untouched, and
- * applying the same upsert twice changes nothing the second time.
+ * continuation lines) are removed; with none, and no other line linking to the file, the line is appended.
+ * All other lines are left untouched, and applying the same upsert twice changes nothing the second time.
  */
 export function applyIndexUpsert(content: string, entry: IndexEntryInput): IndexEdit {
   const file = validateIndexFile(entry.file);
@@ -291,6 +314,9 @@ export function applyIndexUpsert(content: string, entry: IndexEntryInput): Index
   const lines = content.split('\n');
   const crlf = detectCrlf(content);
   const matches = parseIndexEntries(content).filter((e) => e.file === file);
+  // A pointer that is not first on its line (`- prose … [detail](file.md)`) is someone's wording: it counts
+  // as the file's entry and is left as written.
+  if (matches.length === 0 && indexLinksTo(content, file)) return { content, changed: false };
   if (matches.length === 0) {
     const endsWithNewline = content === '' || content.endsWith('\n');
     const eol = crlf ? '\r\n' : '\n';
@@ -308,20 +334,35 @@ export function applyIndexUpsert(content: string, entry: IndexEntryInput): Index
   return { content: lines.filter((_, k) => !drop.has(k)).join('\n'), changed: true };
 }
 
-/** Removes every entry line pointing at `file`, with its continuation lines. Other lines are untouched. */
+/**
+ * Forgets `file` in the index: a list item (bullet or number) whose only link target is `file` goes, with
+ * its continuation lines, wherever on the line the link sits; any other line that links to it (prose, a
+ * heading, an item that also links elsewhere) keeps its wording with that link turned into its plain text. No
+ * other line changes. `removed` counts the lines removed or rewritten.
+ */
 export function applyIndexRemove(content: string, file: string): IndexEdit & { removed: number } {
   const target = validateIndexFile(file);
-  const matches = parseIndexEntries(content).filter((e) => e.file === target);
-  if (matches.length === 0) return { content, changed: false, removed: 0 };
-  const drop = new Set<number>();
-  for (const match of matches)
-    for (let k = 0; k <= match.continuationLines; k++) drop.add(match.lineIndex + k);
+  const hits = indexLinesLinkingTo(content, target);
+  if (hits.length === 0) return { content, changed: false, removed: 0 };
   const lines = content.split('\n');
+  const drop = new Set<number>();
+  for (const i of hits) {
+    const line = lines[i] as string;
+    const others = extractLinkTargets(line).filter((t) => t !== target);
+    if (others.length === 0 && LIST_ITEM.test(line)) {
+      const continuation = continuationCount(lines, i);
+      for (let k = 0; k <= continuation; k++) drop.add(i + k);
+      continue;
+    }
+    lines[i] = line.replace(LINK_WITH_TEXT, (whole, text: string, rawTarget: string) =>
+      normalizeTarget(rawTarget) === target ? text : whole,
+    );
+  }
   let next = lines.filter((_, k) => !drop.has(k)).join('\n');
   // Removing the last line of a file that ended with a newline must not leave it without one.
   if (content.endsWith('\n') && next !== '' && !next.endsWith('\n'))
     next += detectCrlf(content) ? '\r\n' : '\n';
-  return { content: next, changed: true, removed: matches.length };
+  return { content: next, changed: next !== content, removed: hits.length };
 }
 
 function detectCrlf(content: string): boolean {

@@ -11,7 +11,7 @@ import {
   type SerializableMemory,
   serializeMemoryFile,
 } from './frontmatter.js';
-import { parseIndexEntries, removeIndexEntry, upsertIndexEntry } from './index-file.js';
+import { indexLinksTo, removeIndexEntry, upsertIndexEntry } from './index-file.js';
 import type { MemoryType } from './memory-types.js';
 import { type MemoryFileProblem, scanMemoryDir } from './scan.js';
 
@@ -214,7 +214,7 @@ export async function ensureIndexPointer(
     ...(fields.type ? { type: fields.type } : {}),
     ...(fields.name ? { name: fields.name } : {}),
   };
-  if (parseIndexEntries(content).some((entry) => entry.file === file)) return { added: false, ...info };
+  if (indexLinksTo(content, file)) return { added: false, ...info };
   await fs.mkdir(indexDir, { recursive: true, mode: 0o700 });
   const { changed } = await upsertIndexEntry(indexPath, {
     title: fields.name ?? posix.basename(file, '.md'),
