@@ -3,10 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
+  findImports,
   loadClaudeMdFiles,
+  MAX_IMPORT_DEPTH,
   parseRuleFrontmatter,
   renderClaudeMdFiles,
   ruleMatchesPath,
+  splitPathPatterns,
 } from './claude-md.js';
 
 function layout() {
@@ -94,5 +97,137 @@ describe('CLAUDE.md loading', () => {
       managedPath: '/nonexistent',
     });
     expect(files.map((f) => f.content.trim())).toEqual(['user rule', 'api rule', 'local api rule']);
+  });
+
+  it('searches .claude/rules recursively and loads user-level ~/.claude/rules, in sorted path order', async () => {
+    const { home, repo } = layout();
+    mkdirSync(join(repo, '.claude', 'rules', 'frontend', 'react'), { recursive: true });
+    mkdirSync(join(repo, '.claude', 'rules', '.hidden'), { recursive: true });
+    writeFileSync(join(repo, '.claude', 'rules', 'frontend', 'css.md'), 'css rule');
+    writeFileSync(join(repo, '.claude', 'rules', 'frontend', 'react', 'hooks.md'), 'hooks rule');
+    writeFileSync(join(repo, '.claude', 'rules', '.hidden', 'x.md'), 'hidden rule');
+    mkdirSync(join(home, '.claude', 'rules', 'personal'), { recursive: true });
+    writeFileSync(join(home, '.claude', 'rules', 'tone.md'), 'user tone rule');
+    writeFileSync(join(home, '.claude', 'rules', 'personal', 'git.md'), 'user git rule');
+    const files = await loadClaudeMdFiles({
+      cwd: repo,
+      projectRoot: repo,
+      homeDir: home,
+      managedPath: '/nonexistent',
+    });
+    expect(files.map((f) => [f.kind, f.content.trim()])).toEqual([
+      ['user', 'user rule'],
+      ['user', 'user git rule'],
+      ['user', 'user tone rule'],
+      ['project', 'repo rule'],
+      ['project', 'repo dot-claude rule'],
+      ['project', 'Use snake_case in SQL.'],
+      ['project', 'style rule'],
+      ['project', 'css rule'],
+      ['project', 'hooks rule'],
+      ['local', 'local repo rule'],
+    ]);
+  });
+
+  it('reads brace globs in every YAML form of `paths`: list, quoted single line, bare, flow list', () => {
+    const forms = [
+      '---\npaths:\n  - src/**/*.{ts,tsx}\n  - "test/**/*.{spec,test}.ts"\n---\nbody',
+      '---\npaths: "src/**/*.{ts,tsx}, test/**/*.{spec,test}.ts"\n---\nbody',
+      '---\npaths: src/**/*.{ts,tsx}, test/**/*.{spec,test}.ts\n---\nbody',
+      '---\npaths: [src/**/*.{ts,tsx}, "test/**/*.{spec,test}.ts"]\n---\nbody',
+      "---\ndescription: React rules\npaths: 'src/**/*.{ts,tsx},test/**/*.{spec,test}.ts'\n---\nbody",
+    ];
+    for (const text of forms) {
+      const parsed = parseRuleFrontmatter(text);
+      expect(parsed).toEqual({ body: 'body', paths: ['src/**/*.{ts,tsx}', 'test/**/*.{spec,test}.ts'] });
+      const rule = {
+        path: '/r/rule.md',
+        kind: 'project' as const,
+        content: 'x',
+        paths: parsed.paths!,
+        baseDir: '/r',
+      };
+      expect(ruleMatchesPath(rule, '/r/src/ui/App.tsx')).toBe(true);
+      expect(ruleMatchesPath(rule, '/r/src/index.ts')).toBe(true);
+      expect(ruleMatchesPath(rule, '/r/test/a.spec.ts')).toBe(true);
+      expect(ruleMatchesPath(rule, '/r/src/styles.css')).toBe(false);
+    }
+    // `*.md` is an alias to YAML; read as the glob it is.
+    expect(parseRuleFrontmatter('---\npaths: *.md\n---\nbody').paths).toEqual(['*.md']);
+    expect(splitPathPatterns('a/{b,c}/{d,{e,f}}, g')).toEqual(['a/{b,c}/{d,{e,f}}', 'g']);
+  });
+
+  it('expands @imports (relative and ~/) right after the importing file, cycle-safe and depth-limited', async () => {
+    const { home, repo } = layout();
+    writeFileSync(join(repo, 'CLAUDE.md'), '@AGENTS.md\n');
+    writeFileSync(
+      join(repo, 'AGENTS.md'),
+      'Agents: see @docs/style.md and @~/.claude/my-prefs.md.\n```\n@not-imported.md\n```\nAlso `@code.md` and me@example.com\n',
+    );
+    mkdirSync(join(repo, 'docs'), { recursive: true });
+    writeFileSync(join(repo, 'docs', 'style.md'), 'style guide; back to @../AGENTS.md\n');
+    writeFileSync(join(repo, 'not-imported.md'), 'NOT IMPORTED');
+    writeFileSync(join(repo, 'code.md'), 'NOT IMPORTED EITHER');
+    writeFileSync(join(home, '.claude', 'my-prefs.md'), 'my prefs');
+    const files = await loadClaudeMdFiles({
+      cwd: repo,
+      projectRoot: repo,
+      homeDir: home,
+      managedPath: '/nonexistent',
+    });
+    const contents = files.map((f) => f.content.trim());
+    expect(contents.slice(1, 5)).toEqual([
+      '@AGENTS.md',
+      expect.stringContaining('Agents: see'),
+      'style guide; back to @../AGENTS.md',
+      'my prefs',
+    ]);
+    expect(files[2]!.importedFrom).toBe(join(repo, 'CLAUDE.md'));
+    expect(files[4]).toMatchObject({ kind: 'project', importedFrom: join(repo, 'AGENTS.md') });
+    expect(contents.join('\n')).not.toContain('NOT IMPORTED');
+    expect(renderClaudeMdFiles(files)).toContain(`Contents of ${join(repo, 'AGENTS.md')}`);
+
+    // A chain deeper than the limit stops there.
+    const chain = mkdtempSync(join(tmpdir(), 'engram-claudemd-depth-'));
+    for (let i = 0; i <= MAX_IMPORT_DEPTH + 2; i++)
+      writeFileSync(join(chain, `f${i}.md`), `level ${i} @f${i + 1}.md`);
+    writeFileSync(join(chain, 'CLAUDE.md'), '@f0.md');
+    const deep = await loadClaudeMdFiles({
+      cwd: chain,
+      projectRoot: chain,
+      homeDir: home,
+      managedPath: '/nonexistent',
+    });
+    const levels = deep.filter((f) => f.importedFrom).map((f) => f.content.split(' @')[0]);
+    expect(levels).toEqual(Array.from({ length: MAX_IMPORT_DEPTH }, (_, i) => `level ${i}`));
+  });
+
+  it('a repository file cannot import files outside the project (only Markdown under ~/.claude)', async () => {
+    const { home, repo, root } = layout();
+    writeFileSync(join(root, 'secret.txt'), 'SECRET OUTSIDE');
+    writeFileSync(join(home, '.claude', '.credentials.json'), 'SECRET CREDENTIALS');
+    writeFileSync(
+      join(repo, 'CLAUDE.md'),
+      `@${join(root, 'secret.txt')}\n@~/.claude/.credentials.json\n@../secret.txt`,
+    );
+    writeFileSync(join(home, '.claude', 'CLAUDE.md'), `user: @${join(root, 'secret.txt')}`);
+    const files = await loadClaudeMdFiles({
+      cwd: repo,
+      projectRoot: repo,
+      homeDir: home,
+      managedPath: '/nonexistent',
+    });
+    const fromRepo = files.filter((f) => f.importedFrom === join(repo, 'CLAUDE.md'));
+    expect(fromRepo).toEqual([]);
+    // The user's own file may import anything.
+    expect(files.find((f) => f.importedFrom === join(home, '.claude', 'CLAUDE.md'))?.content).toBe(
+      'SECRET OUTSIDE',
+    );
+  });
+
+  it('finds @mentions outside code, keeps e-mail addresses and trailing punctuation out', () => {
+    expect(
+      findImports('@a.md, see @./b/c.md. And @~/x.md\nmail me@host.com `@code.md`\n```\n@fenced.md\n```'),
+    ).toEqual(['a.md', './b/c.md', '~/x.md']);
   });
 });

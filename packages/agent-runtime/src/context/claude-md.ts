@@ -1,11 +1,14 @@
 import { promises as fs } from 'node:fs';
-import { join, relative, resolve, sep } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import picomatch from 'picomatch';
+import { parse as parseYaml } from 'yaml';
 
-// CLAUDE.md instruction files, loaded in Claude Code's order: managed → user (~/.claude/CLAUDE.md) → project
-// (CLAUDE.md, .claude/CLAUDE.md, .claude/rules/*.md, from the project root down to the working directory) →
-// local (CLAUDE.local.md). Later files are closer to the work and therefore stronger. A rule file whose
-// frontmatter has `paths` globs is conditional: it applies only once the agent touches a matching file.
+// CLAUDE.md instruction files, loaded in Claude Code's order (docs/claude-code-format.md, "CLAUDE.md"):
+// managed → user (~/.claude/CLAUDE.md, ~/.claude/rules/**) → project (CLAUDE.md, .claude/CLAUDE.md,
+// .claude/rules/** recursively, from the project root down to the working directory) → local
+// (CLAUDE.local.md). Later files are closer to the work and therefore stronger. A rule file whose frontmatter
+// has `paths` globs is conditional: it applies only once the agent touches a matching file. `@path` mentions
+// import other files, each loaded right after the file that names it.
 
 export type ClaudeMdKind = 'managed' | 'user' | 'project' | 'local';
 
@@ -17,6 +20,8 @@ export interface ClaudeMdFile {
   paths?: string[];
   /** Directory the globs are relative to. */
   baseDir?: string;
+  /** Set on a file loaded through an `@path` import: the file that imported it. */
+  importedFrom?: string;
 }
 
 /** Files above this size are cut, with a note: one runaway file must not eat the context window. */
@@ -58,67 +63,228 @@ function dirsFromRootTo(root: string, cwd: string): string[] {
   return dirs;
 }
 
-/** Splits a leading `---` frontmatter block off a rule file and reads its `paths` list (string or list). */
+/**
+ * Splits `paths` patterns at commas outside braces and quotes: `src/*.{ts,tsx}, test/**` →
+ * [`src/*.{ts,tsx}`, `test/**`] (docs/claude-code-format.md, "CLAUDE.md").
+ */
+export function splitPathPatterns(value: string): string[] {
+  const out: string[] = [];
+  let depth = 0;
+  let quote: string | undefined;
+  let current = '';
+  for (const ch of value) {
+    if (quote) {
+      if (ch === quote) quote = undefined;
+      else current += ch;
+      continue;
+    }
+    if ((ch === '"' || ch === "'") && current.trim() === '') {
+      quote = ch;
+      current = '';
+      continue;
+    }
+    if (ch === '{') depth++;
+    else if (ch === '}' && depth > 0) depth--;
+    if (ch === ',' && depth === 0) {
+      out.push(current);
+      current = '';
+      continue;
+    }
+    current += ch;
+  }
+  out.push(current);
+  return out.map((p) => p.trim()).filter(Boolean);
+}
+
+function patternsFrom(value: unknown): string[] | undefined {
+  if (typeof value === 'string') return splitPathPatterns(value);
+  if (Array.isArray(value) && value.every((v) => typeof v === 'string')) {
+    return value.flatMap((v) => splitPathPatterns(v));
+  }
+  return undefined;
+}
+
+/**
+ * The raw `paths:` value when YAML cannot read the block (`paths: *.md` is an alias to YAML, a flow list of
+ * brace globs is a mapping): the inline value (quotes and `[ ]` stripped) or the `- item` lines below it.
+ */
+function rawPathsValue(block: string): string[] | undefined {
+  const lines = block.split(/\r?\n/);
+  const idx = lines.findIndex((l) => /^paths\s*:/.test(l));
+  if (idx < 0) return undefined;
+  let inline = (lines[idx] as string).replace(/^paths\s*:\s*/, '').trim();
+  if (inline !== '') {
+    if (inline.startsWith('[') && inline.endsWith(']')) inline = inline.slice(1, -1);
+    return splitPathPatterns(inline);
+  }
+  const items: string[] = [];
+  for (const line of lines.slice(idx + 1)) {
+    const item = /^\s*-\s+(.+?)\s*$/.exec(line);
+    if (!item) break;
+    items.push(...splitPathPatterns(item[1] as string));
+  }
+  return items;
+}
+
+/**
+ * Splits a leading `---` frontmatter block off a rule file and reads its `paths` globs in every form Claude
+ * Code accepts: a YAML list, a quoted string, a bare value (`src/*.{ts,tsx}`), a flow list; commas
+ * inside braces never split a pattern.
+ */
 export function parseRuleFrontmatter(text: string): { body: string; paths?: string[] } {
-  const match = /^---\r?\n([\s\S]*?)\r?\n---\r?\n?/.exec(text);
+  const match = /^---\r?\n([\s\S]*?)\r?\n?---[ \t]*(?:\r?\n|$)/.exec(text);
   if (!match) return { body: text };
   const block = match[1] ?? '';
   const body = text.slice(match[0].length);
-  const lines = block.split(/\r?\n/);
-  const idx = lines.findIndex((l) => /^paths\s*:/.test(l));
-  if (idx < 0) return { body };
-  const inline = lines[idx]!.replace(/^paths\s*:\s*/, '').trim();
-  const unquote = (s: string) => s.trim().replace(/^['"]|['"]$/g, '');
-  let paths: string[] = [];
-  if (inline.startsWith('[')) {
-    paths = inline
-      .replace(/^\[|\]$/g, '')
-      .split(',')
-      .map(unquote)
-      .filter(Boolean);
-  } else if (inline) {
-    paths = inline.split(',').map(unquote).filter(Boolean);
-  } else {
-    for (const line of lines.slice(idx + 1)) {
-      const item = /^\s*-\s*(.+)$/.exec(line);
-      if (!item) break;
-      paths.push(unquote(item[1]!));
+  if (!/^paths\s*:/m.test(block)) return { body };
+  let paths: string[] | undefined;
+  try {
+    const data: unknown = parseYaml(block, { uniqueKeys: false, logLevel: 'silent' });
+    if (typeof data === 'object' && data !== null && !Array.isArray(data)) {
+      paths = patternsFrom((data as Record<string, unknown>).paths);
+    }
+  } catch {
+    paths = undefined;
+  }
+  paths ??= rawPathsValue(block);
+  return paths && paths.length > 0 ? { body, paths } : { body };
+}
+
+/** Imports nest at most this deep (Claude Code's limit), counting the file that holds the first `@`. */
+export const MAX_IMPORT_DEPTH = 5;
+
+/**
+ * `@path` mentions outside code: `@` at the start of the text or after whitespace, then a path (relative,
+ * `./`, `../`, `~/` or absolute) up to the next whitespace; trailing punctuation is not part of it.
+ */
+export function findImports(content: string): string[] {
+  const out: string[] = [];
+  let inFence: string | undefined;
+  for (const line of content.split('\n')) {
+    const fence = /^ {0,3}(`{3,}|~{3,})/.exec(line);
+    if (inFence) {
+      if (fence?.[1]?.startsWith(inFence)) inFence = undefined;
+      continue;
+    }
+    if (fence) {
+      inFence = fence[1];
+      continue;
+    }
+    const text = line.replace(/(`+)[^`]*?\1/g, (m) => ' '.repeat(m.length));
+    for (const m of text.matchAll(/(?:^|\s)@((?:~\/|\.{1,2}\/|\/)?[A-Za-z0-9_.~\-/]+[A-Za-z0-9_\-/])/g)) {
+      const path = m[1] as string;
+      if (path.startsWith('/') && path.length < 2) continue;
+      if (!out.includes(path)) out.push(path);
     }
   }
-  return paths.length ? { body, paths } : { body };
+  return out;
+}
+
+function isInside(path: string, dir: string): boolean {
+  const rel = relative(dir, path);
+  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+}
+
+interface ImportScope {
+  homeDir: string;
+  projectRoot: string;
+  seen: Set<string>;
+}
+
+/**
+ * The files `file` imports, recursively (depth-first, each right after the file that imports it), as
+ * entries of the importer's kind. A file is loaded once per session context (a cycle ends there), at most
+ * MAX_IMPORT_DEPTH levels deep. Imports from user and managed files may name any file; imports from project
+ * and local files (which come with the repository) must resolve — symlinks followed — inside the project
+ * root or be Markdown under `~/.claude/`, so a cloned repository cannot pull private files into the context.
+ */
+async function importsOf(file: ClaudeMdFile, depth: number, scope: ImportScope): Promise<ClaudeMdFile[]> {
+  if (depth >= MAX_IMPORT_DEPTH) return [];
+  const out: ClaudeMdFile[] = [];
+  for (const ref of findImports(file.content)) {
+    const target = ref.startsWith('~/')
+      ? join(scope.homeDir, ref.slice(2))
+      : resolve(dirname(file.path), ref);
+    let real: string;
+    try {
+      real = await fs.realpath(target);
+    } catch {
+      continue; // not a file: `@someone` in prose, or a file that does not exist
+    }
+    if (scope.seen.has(real)) continue;
+    if (file.kind === 'project' || file.kind === 'local') {
+      const userClaudeDir = join(scope.homeDir, '.claude');
+      const allowed =
+        isInside(real, scope.projectRoot) || (isInside(real, userClaudeDir) && real.endsWith('.md'));
+      if (!allowed) continue;
+    }
+    const content = await readIfFile(real);
+    if (content === undefined) continue;
+    scope.seen.add(real);
+    const imported: ClaudeMdFile = { path: target, kind: file.kind, content, importedFrom: file.path };
+    if (content.trim()) out.push(imported);
+    out.push(...(await importsOf(imported, depth + 1, scope)));
+  }
+  return out;
+}
+
+/** `.md` files under `dir`, recursively, sorted by relative path; symlinked directories are not followed. */
+async function markdownFilesUnder(dir: string): Promise<string[]> {
+  const found: string[] = [];
+  const visit = async (current: string, depth: number) => {
+    if (depth > 16) return;
+    let entries: import('node:fs').Dirent[];
+    try {
+      entries = await fs.readdir(current, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      if (entry.name.startsWith('.')) continue;
+      const path = join(current, entry.name);
+      if (entry.isDirectory()) await visit(path, depth + 1);
+      else if ((entry.isFile() || entry.isSymbolicLink()) && entry.name.endsWith('.md')) found.push(path);
+    }
+  };
+  await visit(dir, 0);
+  return found.sort((a, b) => {
+    const ra = relative(dir, a).split(sep).join('/');
+    const rb = relative(dir, b).split(sep).join('/');
+    return ra < rb ? -1 : ra > rb ? 1 : 0;
+  });
 }
 
 export async function loadClaudeMdFiles(opts: LoadClaudeMdOptions): Promise<ClaudeMdFile[]> {
   const files: ClaudeMdFile[] = [];
+  const scope: ImportScope = { homeDir: opts.homeDir, projectRoot: opts.projectRoot, seen: new Set() };
+  const push = async (file: ClaudeMdFile) => {
+    const real = await fs.realpath(file.path).catch(() => file.path);
+    if (scope.seen.has(real)) return;
+    scope.seen.add(real);
+    if (file.content.trim()) files.push(file);
+    files.push(...(await importsOf(file, 0, scope)));
+  };
   const add = async (path: string, kind: ClaudeMdKind) => {
     const content = await readIfFile(path);
-    if (content?.trim()) files.push({ path, kind, content });
+    if (content !== undefined) await push({ path, kind, content });
+  };
+  const addRules = async (rulesDir: string, kind: ClaudeMdKind, baseDir: string) => {
+    for (const path of await markdownFilesUnder(rulesDir)) {
+      const raw = await readIfFile(path);
+      if (raw === undefined) continue;
+      const { body, paths } = parseRuleFrontmatter(raw);
+      if (!body.trim()) continue;
+      await push({ path, kind, content: body, ...(paths ? { paths, baseDir } : {}) });
+    }
   };
   await add(opts.managedPath ?? '/etc/claude-code/CLAUDE.md', 'managed');
   await add(join(opts.homeDir, '.claude', 'CLAUDE.md'), 'user');
+  await addRules(join(opts.homeDir, '.claude', 'rules'), 'user', opts.projectRoot);
   const dirs = dirsFromRootTo(opts.projectRoot, opts.cwd);
   for (const dir of dirs) {
     await add(join(dir, 'CLAUDE.md'), 'project');
     await add(join(dir, '.claude', 'CLAUDE.md'), 'project');
-    const rulesDir = join(dir, '.claude', 'rules');
-    let names: string[] = [];
-    try {
-      names = (await fs.readdir(rulesDir)).filter((n) => n.endsWith('.md')).sort();
-    } catch {
-      // no rules here
-    }
-    for (const name of names) {
-      const raw = await readIfFile(join(rulesDir, name));
-      if (raw === undefined) continue;
-      const { body, paths } = parseRuleFrontmatter(raw);
-      if (!body.trim()) continue;
-      files.push({
-        path: join(rulesDir, name),
-        kind: 'project',
-        content: body,
-        ...(paths ? { paths, baseDir: dir } : {}),
-      });
-    }
+    await addRules(join(dir, '.claude', 'rules'), 'project', dir);
   }
   for (const dir of dirs) await add(join(dir, 'CLAUDE.local.md'), 'local');
   return files;
