@@ -1,6 +1,6 @@
 import fc from 'fast-check';
-import matter from 'gray-matter';
 import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import {
   extractMemoryFields,
   extractMemoryFieldsWithSchema,
@@ -10,6 +10,7 @@ import {
   parseFrontmatterBlock,
   parseMemoryFile,
   parseSimpleFrontmatter,
+  rewriteMemoryFile,
   serializeMemoryFile,
 } from './frontmatter.js';
 import { MEMORY_TYPES, parseMemoryType } from './memory-types.js';
@@ -78,7 +79,8 @@ describe('parseMemoryFile', () => {
       type: 'project',
       originSessionId: '7f1c',
     });
-    expect((parsed.extra.metadata as { modified: unknown }).modified).toBeInstanceOf(Date);
+    // YAML 1.2 (the `yaml` library, as Claude Code reads it): a timestamp is text.
+    expect((parsed.extra.metadata as { modified: unknown }).modified).toBe('2026-03-01');
   });
 
   it('prefers a valid top-level type over metadata.type', () => {
@@ -91,10 +93,10 @@ describe('parseMemoryFile', () => {
     expect(parseMemoryFile('---\nname: a\n---\n', 'x.md').type).toBeUndefined();
   });
 
-  it('accepts unquoted dates, keeping them as dates in extras and as written in text fields', () => {
+  it('accepts unquoted dates as the text written (YAML 1.2 has no timestamp type)', () => {
     const parsed = parseMemoryFile('---\ndescription: 2024-05-01\ncreated: 2024-05-01\n---\n', 'd.md');
     expect(parsed.description).toBe('2024-05-01');
-    expect(parsed.extra.created).toEqual(new Date('2024-05-01T00:00:00Z'));
+    expect(parsed.extra.created).toBe('2024-05-01');
   });
 
   it('reads non-English, quoted, long and list-valued fields', () => {
@@ -188,62 +190,62 @@ describe('parseMemoryFile', () => {
     expect(({} as { polluted?: unknown }).polluted).toBeUndefined();
   });
 
-  it('never grows gray-matter’s module-level cache', () => {
-    const cache = (matter as unknown as { cache: Record<string, unknown> }).cache;
-    const before = Object.keys(cache).length;
-    for (let i = 0; i < 50; i++) {
-      parseMemoryFile(`---\nname: n${i}\nrelated: [a${i}]\n---\nbody ${i}`, `c${i}.md`);
-      serializeMemoryFile({ name: `n${i}`, extra: { k: [i] } }, 'b');
-    }
-    expect(Object.keys(cache).length).toBe(before);
+  it('refuses an alias bomb instead of expanding it', () => {
+    const bomb = ['a: &a [x, x, x, x, x, x, x, x, x, x]', 'b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]'];
+    bomb.push(
+      'c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]',
+      'd: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]',
+    );
+    expect(() => parseMemoryFile(`---\n${bomb.join('\n')}\n---\n`, 'bomb.md')).toThrow(MemoryFormatError);
   });
 });
 
 describe('serializeMemoryFile', () => {
-  it('writes the top-level form: name, description, type, then the other fields in their order', () => {
+  it('writes the current form: slug name, quoted description, metadata (node_type, type, origin, modified)', () => {
     const text = serializeMemoryFile(
-      { name: 'Note', description: 'D: with colon', type: 'project', extra: { related: ['a.md'], zeta: 1 } },
+      {
+        name: 'no-database-mocks',
+        description: 'D: with colon',
+        type: 'project',
+        stamp: {
+          originSessionId: '7b0c1d2e-3f4a-4b5c-8d9e-0f1a2b3c4d5e',
+          modified: '2026-11-30T10:12:44.120Z',
+        },
+        extra: { related: ['a.md'], zeta: 1 },
+      },
       '\nBody\n',
     );
     expect(text).toBe(
-      "---\nname: Note\ndescription: 'D: with colon'\ntype: project\nrelated:\n  - a.md\nzeta: 1\n---\n\nBody\n",
+      [
+        '---',
+        'name: no-database-mocks',
+        'description: "D: with colon"',
+        'metadata:',
+        '  node_type: memory',
+        '  type: project',
+        '  originSessionId: 7b0c1d2e-3f4a-4b5c-8d9e-0f1a2b3c4d5e',
+        '  modified: 2026-11-30T10:12:44.120Z',
+        'related:',
+        '  - a.md',
+        'zeta: 1',
+        '---',
+        '',
+        'Body',
+        '',
+      ].join('\n'),
     );
-  });
-
-  it('keeps every unknown field through a parse → serialize → parse round trip', () => {
-    const original = [
-      '---',
-      'name: Old',
-      'description: x',
-      'metadata:',
-      '  node_type: memory',
-      '  type: feedback',
-      '  originSessionId: abc',
-      'related: [b.md]',
-      'custom:',
-      '  nested: {deep: [1, 2]}',
-      '---',
-      '',
-      'Body',
-      '',
-    ].join('\n');
-    const parsed = parseMemoryFile(original, 'o.md');
-    const rewritten = serializeMemoryFile({ ...parsed, name: 'New', type: 'project' }, parsed.body);
-    const again = parseMemoryFile(rewritten, 'o.md');
-    expect(again.name).toBe('New');
-    expect(again.type).toBe('project');
-    expect(again.extra).toEqual({
-      metadata: { node_type: 'memory', type: 'project', originSessionId: 'abc' },
-      related: ['b.md'],
-      custom: { nested: { deep: [1, 2] } },
+    const parsed = parseMemoryFile(text, 'n.md');
+    expect(parsed).toMatchObject({
+      name: 'no-database-mocks',
+      description: 'D: with colon',
+      type: 'project',
     });
-    expect(again.body).toBe(parsed.body);
   });
 
   it('keeps descriptions on one line and never folds long ones', () => {
     const description = `a ${'long '.repeat(60)}line`;
     const text = serializeMemoryFile({ description: `${description}\nsecond` }, 'b');
-    expect(text.split('\n')[1]).toBe(`description: ${description} second`);
+    expect(text.split('\n')[1]).toBe(`description: "${description} second"`);
   });
 
   it('writes only the body when there are no fields, and ensures a final newline', () => {
@@ -251,11 +253,127 @@ describe('serializeMemoryFile', () => {
   });
 });
 
+describe('rewriteMemoryFile: only the meant change', () => {
+  const stamp = { originSessionId: 'sess-2', modified: '2026-12-01T09:00:00.000Z' };
+
+  it('an Engram file (older top-level form) edited in place: flat type updated, not duplicated; rest byte-identical', () => {
+    const original = [
+      '---',
+      'name: Testing policy',
+      "description: 'Real DB, no mocks'   # why: the migration incident",
+      'type: feedback',
+      'originSessionId: sess-1',
+      'related: [b.md, "c.md"]',
+      'custom:',
+      '    nested: {deep: [1, 2]}',
+      '---',
+      '',
+      'Integration tests hit a real database.',
+      '**Why:** a mocked test passed while the migration failed.',
+      '',
+    ].join('\n');
+    const out = rewriteMemoryFile(original, { type: 'project', stamp }, 'o.md');
+    expect(out).toBe(
+      original
+        .replace('type: feedback', 'type: project')
+        .replace('originSessionId: sess-1', 'originSessionId: sess-2')
+        .replace(
+          '    nested: {deep: [1, 2]}\n',
+          '    nested: {deep: [1, 2]}\nmetadata:\n  node_type: memory\n  modified: 2026-12-01T09:00:00.000Z\n',
+        ),
+    );
+    expect(out.match(/type:/g)).toHaveLength(1 + 1); // the flat type and node_type — no second `type`
+    expect(parseMemoryFile(out, 'o.md').type).toBe('project');
+  });
+
+  it('a Claude Code file edited by Engram: only the description and metadata.modified change', () => {
+    const original = [
+      '---',
+      'name: no-database-mocks',
+      'description: "Integration tests hit a real database"',
+      'metadata:',
+      '  node_type: memory',
+      '  type: feedback',
+      '  originSessionId: 5d2b3c4e-1f2a-4b5c-9d8e-7f6a5b4c3d2e',
+      '  modified: 2026-11-30T10:12:44.120Z',
+      '---',
+      'Never mock the database. See [[testing-policy]].',
+      '',
+    ].join('\n');
+    const out = rewriteMemoryFile(
+      original,
+      {
+        description: 'Integration tests hit a real database, never mocks',
+        stamp: { modified: stamp.modified },
+      },
+      'c.md',
+    );
+    expect(out).toBe(
+      original
+        .replace(
+          '"Integration tests hit a real database"',
+          '"Integration tests hit a real database, never mocks"',
+        )
+        .replace('2026-11-30T10:12:44.120Z', stamp.modified),
+    );
+    // Nothing to change is no change at all.
+    expect(rewriteMemoryFile(out, { name: 'no-database-mocks', type: 'feedback' }, 'c.md')).toBe(out);
+  });
+
+  it('a file Claude Code rewrote from an Engram one (re-slugged, type moved) round-trips through Engram', () => {
+    const claudeEdited = [
+      '---',
+      'name: testing-policy',
+      'description: "Real DB, no mocks"',
+      'metadata:',
+      '  node_type: memory',
+      '  type: feedback',
+      '  originSessionId: sess-1',
+      '  modified: 2026-11-30T10:12:44.120Z',
+      '---',
+      'Body [[db-setup]]',
+      '',
+    ].join('\n');
+    const out = rewriteMemoryFile(claudeEdited, { type: 'project', stamp }, 'x.md');
+    expect(out).toBe(
+      claudeEdited
+        .replace('  type: feedback', '  type: project')
+        .replace('originSessionId: sess-1', 'originSessionId: sess-2')
+        .replace('2026-11-30T10:12:44.120Z', stamp.modified),
+    );
+    expect(out).not.toMatch(/^type:/m);
+  });
+
+  it('fills name: "" (keeping its quotes) and adds missing fields where they belong; keeps CRLF, BOM, a new body', () => {
+    const original = '\ufeff---\r\nname: ""\r\ncolor: blue\r\n---\r\nold body\r\n';
+    const out = rewriteMemoryFile(
+      original,
+      { name: 'deploy-freeze', description: 'Freeze: Fridays', type: 'project' },
+      'd.md',
+      'new body\n',
+    );
+    expect(out).toBe(
+      '\ufeff---\r\nname: "deploy-freeze"\r\ndescription: "Freeze: Fridays"\r\ncolor: blue\r\nmetadata:\r\n  type: project\r\n---\r\nnew body\n',
+    );
+  });
+
+  it('gives a file without frontmatter the current form and keeps its text as the body', () => {
+    const out = rewriteMemoryFile('Just a note.\n', { name: 'a-note', type: 'user', stamp }, 'n.md');
+    expect(out).toBe(
+      '---\nname: a-note\nmetadata:\n  node_type: memory\n  type: user\n  originSessionId: sess-2\n  modified: 2026-12-01T09:00:00.000Z\n---\nJust a note.\n',
+    );
+    expect(rewriteMemoryFile('---\n---\nx', { name: 'e' }, 'e.md')).toBe('---\nname: e\n---\nx');
+  });
+
+  it('refuses to rewrite frontmatter that is not YAML (the caller decides)', () => {
+    expect(() => rewriteMemoryFile('---\na: [\n---\n', { name: 'x' }, 'bad.md')).toThrow(MemoryFormatError);
+  });
+});
+
 // ---------------------------------------------------------------------------------------------------------
 // Property tests
 
-const yamlData = (block: string): unknown =>
-  matter(`---\n${block}\n---\n`, { language: 'yaml', excerpt: false }).data;
+const yamlData = (block: string): unknown => parseYaml(block);
 
 const KEYS = [
   'name',
@@ -383,7 +501,7 @@ const lineArb = fc.oneof(
 );
 
 describe('property: the frontmatter fast path agrees with YAML wherever it answers', () => {
-  it('parseSimpleFrontmatter(block) equals js-yaml’s reading of the same block', () => {
+  it('parseSimpleFrontmatter(block) equals the `yaml` library’s reading of the same block', () => {
     let answered = 0;
     fc.assert(
       fc.property(fc.array(lineArb, { maxLength: 8 }), (lines) => {
@@ -399,7 +517,7 @@ describe('property: the frontmatter fast path agrees with YAML wherever it answe
     expect(answered).toBeGreaterThan(100);
   });
 
-  it('answers for newer Claude Code metadata (UUIDs, timestamps) the way js-yaml does', () => {
+  it('answers for newer Claude Code metadata (UUIDs, timestamps) the way `yaml` does', () => {
     const block =
       'name: A\nmetadata:\n  node_type: memory\n  originSessionId: 0b3c9f8e-2d4a-4c6b-9a1e-7f5d3c2b1a09\n  modified: 2026-03-01T10:00:00.000Z';
     const fast = parseSimpleFrontmatter(block);

@@ -1,14 +1,14 @@
-import matter from 'gray-matter';
+import { Document, isMap, isScalar, type Pair, parseDocument, Scalar, type YAMLMap } from 'yaml';
 import { z } from 'zod';
 import { type MemoryType, parseMemoryType } from './memory-types.js';
 
-// Memory files are Markdown with a YAML frontmatter block (name, description, type). Files in the wild vary:
-// nested `metadata.type`, extra fields, unquoted dates, non-English text, hand edits. Every one of them must
-// load or fail with a typed error naming the file; nothing here may throw anything else.
-//
-// gray-matter keeps every input it parsed *without options* in a module-level cache forever, and picks a
-// parser from the text after the opening `---` (`---js` would eval the block). So it is only ever called with
-// a fresh, explicit options object whose non-YAML engines refuse to run, and the delimiter handling is ours.
+// Memory files are Markdown with a YAML frontmatter block. Claude Code 2.1.x writes `name` (a slug), a quoted
+// `description` and `metadata: {node_type, type, originSessionId, modified}` (docs/claude-code-format.md,
+// "Memory files"); files in the wild vary: flat `type`, top-level `originSessionId`, `name: ""`, extra fields,
+// non-English text, hand edits, no frontmatter. Every one of them must load or fail with a typed error naming
+// the file; nothing here may throw anything else. All YAML goes through the `yaml` library (YAML 1.2 core
+// schema, the reading Claude Code's own parser gives); rewrites edit the parsed document's source ranges, so
+// everything a change does not mean to touch stays byte-identical.
 
 /** Larger files are not memories (a pasted log, a binary); they are refused rather than parsed. */
 export const MAX_MEMORY_FILE_CHARS = 1024 * 1024;
@@ -114,7 +114,7 @@ function assertText(text: string, file: string): void {
 export type FrontmatterSplit =
   | { kind: 'none' }
   | { kind: 'unterminated'; hitLineLimit: boolean }
-  | { kind: 'block'; block: string; bodyStart: number };
+  | { kind: 'block'; block: string; blockStart: number; bodyStart: number };
 
 const YAML_LANGUAGES = new Set(['', 'yaml', 'yml']);
 
@@ -165,6 +165,7 @@ export function splitFrontmatter(
       return {
         kind: 'block',
         block: text.slice(blockStart, blockEnd),
+        blockStart,
         bodyStart: nl === -1 ? text.length : nl + 1,
       };
     }
@@ -186,30 +187,15 @@ function isClosingLine(text: string, start: number, end: number): boolean {
 // ---------------------------------------------------------------------------------------------------------
 // The YAML block
 
-function refuseEngine(): never {
-  throw new Error('only YAML frontmatter is supported');
-}
-
-/** A new options object per call: gray-matter caches only option-less calls, and never runs JS/Coffee here. */
-function grayMatterOptions() {
-  return {
-    language: 'yaml',
-    excerpt: false,
-    engines: {
-      javascript: { parse: refuseEngine, stringify: refuseEngine },
-      js: { parse: refuseEngine, stringify: refuseEngine },
-      coffee: { parse: refuseEngine, stringify: refuseEngine },
-      cson: { parse: refuseEngine, stringify: refuseEngine },
-      json: { parse: refuseEngine, stringify: refuseEngine },
-    },
-  };
-}
+/** Aliases expanded per document before it counts as an alias bomb. */
+const MAX_ALIAS_COUNT = 100;
 
 /**
  * Parses a frontmatter block (the text between the delimiters) into a plain object. Simple blocks (the shape
- * the memory prompt teaches) take a fast path proven equal to YAML by property tests; everything else goes
- * through gray-matter/js-yaml. YAML that fails only because an unquoted value contains `: ` or ` #` (common
- * in model-written descriptions) is retried with those values quoted.
+ * the memory prompt teaches) are read by a small reader that property tests hold equal to the `yaml`
+ * library wherever it answers (it runs on every recall, for up to 200 files); everything else goes through
+ * `yaml`. YAML that fails only because an unquoted value contains `: ` or ` #` (common in model-written
+ * descriptions) is retried with those values quoted.
  */
 export function parseFrontmatterBlock(
   block: string,
@@ -248,7 +234,10 @@ function parseYamlStrict(block: string, file: string): Record<string, unknown> {
   }
   let data: unknown;
   try {
-    data = matter(`---\n${block}\n---\n`, grayMatterOptions()).data;
+    const doc = parseDocument(block, { prettyErrors: false, uniqueKeys: true });
+    const first = doc.errors[0];
+    if (first) throw first;
+    data = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
   } catch (error) {
     const detail =
       error instanceof Error ? (error.message.split('\n')[0] ?? '').slice(0, 200) : 'unknown error';
@@ -296,48 +285,21 @@ function quoteAmbiguousValues(block: string): string {
 // Returns undefined for anything it is not certain YAML would read the same way.
 
 const RESERVED_PLAIN = new Set(['null', 'Null', 'NULL', 'true', 'True', 'TRUE', 'false', 'False', 'FALSE']);
-// Characters js-yaml refuses or treats specially anywhere in a block (tabs and CR included: not worth the risk).
-// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the purpose (js-yaml rejects them).
+// Characters YAML refuses or treats specially anywhere in a block (tabs and CR included: not worth the risk).
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the purpose (YAML rejects them).
 const UNSAFE_CHARS = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\ud800-\udfff\ufeff\ufffe\uffff]/;
 // First characters that make a plain scalar something other than a plain string (indicators, signed
 // numbers, .inf/.nan, ~ for null) — the fast path leaves those to YAML. Digits are handled below.
 const PLAIN_FIRST_UNSAFE = new Set('-?:,[]{}#&*!|>%@`.+~\'"');
 
-// js-yaml's implicit resolution of a plain scalar that starts with a digit: a superset of its integer forms
-// and its exact float pattern (both → leave to YAML), and its exact date/timestamp patterns (→ a Date built
-// the way js-yaml builds it). Anything else — UUIDs, "3 days" — is a string.
-const YAML_INT_SUPERSET = /^(?:0b[01_]*|0x[0-9a-fA-F_]*|[0-9][0-9_]*(?::[0-5]?[0-9])*)$/;
-const YAML_FLOAT =
-  /^(?:[-+]?(?:0|[1-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9_]+(?:[eE][-+]?[0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$/;
-const YAML_DATE = /^([0-9][0-9][0-9][0-9])-([0-9][0-9])-([0-9][0-9])$/;
-const YAML_TIMESTAMP =
-  /^([0-9][0-9][0-9][0-9])-([0-9][0-9]?)-([0-9][0-9]?)(?:[Tt]|[ \t]+)([0-9][0-9]?):([0-9][0-9]):([0-9][0-9])(?:\.([0-9]*))?(?:[ \t]*(Z|([-+])([0-9][0-9]?)(?::([0-9][0-9]))?))?$/;
+// The YAML 1.2 core schema's reading of a plain scalar that starts with a digit: its integer and float forms
+// (→ leave to YAML); anything else — UUIDs, timestamps, dates, "3 days" — is a string.
+const YAML_INT = /^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$/;
+const YAML_FLOAT = /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$/;
 
-function digitLeadingScalar(value: string): string | Date | undefined {
-  if (YAML_INT_SUPERSET.test(value) || YAML_FLOAT.test(value)) return undefined;
-  // Dates and timestamps start with four digits and a dash; everything else (UUIDs…) is a string.
-  if (value.length < 8 || value.charCodeAt(4) !== 45 /* - */) return value;
-  const date = YAML_DATE.exec(value);
-  if (date) return new Date(Date.UTC(Number(date[1]), Number(date[2]) - 1, Number(date[3])));
-  const ts = YAML_TIMESTAMP.exec(value);
-  if (!ts) return value;
-  const fraction = ts[7] ? Number(ts[7].slice(0, 3).padEnd(3, '0')) : 0;
-  const result = new Date(
-    Date.UTC(
-      Number(ts[1]),
-      Number(ts[2]) - 1,
-      Number(ts[3]),
-      Number(ts[4]),
-      Number(ts[5]),
-      Number(ts[6]),
-      fraction,
-    ),
-  );
-  if (ts[9]) {
-    const delta = (Number(ts[10]) * 60 + Number(ts[11] ?? 0)) * 60_000;
-    result.setTime(result.getTime() - (ts[9] === '-' ? -delta : delta));
-  }
-  return result;
+function digitLeadingScalar(value: string): string | undefined {
+  if (YAML_INT.test(value) || YAML_FLOAT.test(value)) return undefined;
+  return value;
 }
 
 function isKeyChar(code: number, first: boolean): boolean {
@@ -356,8 +318,8 @@ function keyLength(line: string, start: number): number {
   return i > start && line.charCodeAt(i) === 58 /* : */ ? i - start : -1;
 }
 
-/** The value a one-line YAML scalar certainly means (a string or a date), or undefined when only YAML can say. */
-function simpleScalar(value: string): string | Date | undefined {
+/** The string a one-line YAML scalar certainly means, or undefined when only YAML can say. */
+function simpleScalar(value: string): string | undefined {
   // `value` is already trimmed by the caller.
   if (value === '') return undefined;
   const first = value.charCodeAt(0);
@@ -386,7 +348,7 @@ function simpleScalar(value: string): string | Date | undefined {
 /**
  * Reads blocks made only of `key: value` lines with plain or simply quoted string values, plus one level of
  * `key:` + indented `key: value` lines — the shape memory files almost always have — without a YAML parser.
- * Returns undefined for anything else; property tests check it agrees with js-yaml wherever it answers.
+ * Returns undefined for anything else; property tests check it agrees with `yaml` wherever it answers.
  */
 export function parseSimpleFrontmatter(block: string): Record<string, unknown> | undefined {
   if (UNSAFE_CHARS.test(block)) return undefined;
@@ -416,7 +378,7 @@ export function parseSimpleFrontmatter(block: string): Record<string, unknown> |
       if (keyLen < 0 || colon + 1 >= eol || block.charCodeAt(colon + 1) !== 32) return undefined;
       const key = block.slice(keyStart, colon);
       nested ??= {};
-      if (key === '__proto__' || Object.hasOwn(nested, key)) return undefined;
+      if (key === '__proto__' || RESERVED_PLAIN.has(key) || Object.hasOwn(nested, key)) return undefined;
       const value = simpleScalar(block.slice(colon + 2, eol).trim());
       if (value === undefined) return undefined;
       nested[key] = value;
@@ -433,7 +395,8 @@ export function parseSimpleFrontmatter(block: string): Record<string, unknown> |
     if (keyLen < 0) return undefined;
     const colon = pos + keyLen;
     const key = block.slice(pos, colon);
-    if (key === '__proto__' || Object.hasOwn(data, key)) return undefined;
+    // `null:` is a null key to YAML; `true:`/`false:` are booleans: only YAML knows how they come out.
+    if (key === '__proto__' || RESERVED_PLAIN.has(key) || Object.hasOwn(data, key)) return undefined;
     if (colon + 1 < eol) {
       if (block.charCodeAt(colon + 1) !== 32) return undefined;
       const rest = block.slice(colon + 2, eol).trim();
@@ -526,46 +489,275 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 // ---------------------------------------------------------------------------------------------------------
 // Writing
 
-export interface SerializableMemory extends MemoryFields {
-  /** Fields to keep as they are (unknown fields read from an existing file). */
-  extra?: Record<string, unknown>;
+/** What Engram maintains in `metadata` on every write, as Claude Code does after each Write/Edit. */
+export interface MemoryStamp {
+  /** The session whose work wrote the file. */
+  originSessionId?: string;
+  /** ISO timestamp of the write. */
+  modified: string;
 }
 
-/**
- * The top-level form the memory prompt teaches: name, description, type first, then every other field in
- * its original order. When a nested `metadata.type` exists it is kept in step with `type`, so readers that
- * look there see the same answer. The body is written verbatim (a final newline is ensured).
- */
-export function serializeMemoryFile(fields: SerializableMemory, body: string): string {
-  const data: Record<string, unknown> = {};
-  if (fields.name !== undefined) data.name = singleLine(fields.name);
-  if (fields.description !== undefined) data.description = singleLine(fields.description);
-  if (fields.type !== undefined) data.type = fields.type;
-  for (const [key, value] of Object.entries(fields.extra ?? {})) {
-    if (key === 'name' || key === 'description' || key === 'type' || value === undefined) continue;
-    data[key] = value;
-  }
-  if (fields.type !== undefined && isRecord(data.metadata) && 'type' in data.metadata) {
-    data.metadata = { ...data.metadata, type: fields.type };
-  }
-  const yaml = dumpYaml(data);
-  const text = yaml === '' ? body : `---\n${yaml}---\n${body}`;
-  return text.endsWith('\n') ? text : `${text}\n`;
+export interface SerializableMemory extends MemoryFields {
+  /** Further top-level fields for a new file (an existing file keeps its own; see rewriteMemoryFile). */
+  extra?: Record<string, unknown>;
+  stamp?: MemoryStamp;
 }
+
+export const MEMORY_NODE_TYPE = 'memory';
 
 function singleLine(value: string): string {
   return value.replace(/\s*[\r\n]+\s*/g, ' ').trim();
 }
 
+type ScalarStyle = 'plain' | 'double' | 'single';
+
+/** One YAML scalar for `value`: in `style` when it reads back as the same string, else double-quoted. */
+function scalarText(value: string, style: ScalarStyle): string {
+  if (style === 'single' && !/[\r\n]/.test(value)) return `'${value.replace(/'/g, "''")}'`;
+  if (style === 'plain' && value !== '' && simpleScalar(value) === value && !UNSAFE_CHARS.test(value)) {
+    return value;
+  }
+  return JSON.stringify(value);
+}
+
+function styleOf(node: unknown): ScalarStyle {
+  if (!isScalar(node)) return 'plain';
+  if (node.type === Scalar.QUOTE_DOUBLE) return 'double';
+  if (node.type === Scalar.QUOTE_SINGLE) return 'single';
+  return 'plain';
+}
+
+/**
+ * A new memory file in the current form (docs/claude-code-format.md, "Memory files"): `name`, a quoted
+ * one-line `description`, `metadata` with `node_type: memory`, `type`, `originSessionId` and `modified`, then
+ * any extra fields. The body is written verbatim (a final newline is ensured).
+ */
+export function serializeMemoryFile(fields: SerializableMemory, body: string): string {
+  const lines: string[] = [];
+  if (fields.name !== undefined) lines.push(`name: ${scalarText(singleLine(fields.name), 'plain')}`);
+  if (fields.description !== undefined) {
+    lines.push(`description: ${scalarText(singleLine(fields.description), 'double')}`);
+  }
+  const extra = { ...(fields.extra ?? {}) };
+  for (const key of ['name', 'description', 'type']) delete extra[key];
+  const extraMetadata = isRecord(extra.metadata) ? extra.metadata : undefined;
+  if (extraMetadata) delete extra.metadata;
+  const metadata: Array<[string, string]> = [];
+  if (fields.type !== undefined || fields.stamp !== undefined || extraMetadata) {
+    metadata.push(['node_type', MEMORY_NODE_TYPE]);
+    if (fields.type !== undefined) metadata.push(['type', fields.type]);
+    if (fields.stamp?.originSessionId) metadata.push(['originSessionId', fields.stamp.originSessionId]);
+    if (fields.stamp) metadata.push(['modified', fields.stamp.modified]);
+  }
+  if (metadata.length > 0 || extraMetadata) {
+    lines.push('metadata:');
+    for (const [key, value] of metadata) lines.push(`  ${key}: ${scalarText(value, 'plain')}`);
+    const known = new Set(metadata.map(([key]) => key));
+    const rest = Object.fromEntries(Object.entries(extraMetadata ?? {}).filter(([k]) => !known.has(k)));
+    if (Object.keys(rest).length > 0) {
+      for (const line of dumpYaml(rest).trimEnd().split('\n')) lines.push(`  ${line}`);
+    }
+  }
+  const defined = Object.fromEntries(Object.entries(extra).filter(([, v]) => v !== undefined));
+  if (Object.keys(defined).length > 0) lines.push(dumpYaml(defined).trimEnd());
+  const text = lines.length === 0 ? body : `---\n${lines.join('\n')}\n---\n${body}`;
+  return text.endsWith('\n') ? text : `${text}\n`;
+}
+
 function dumpYaml(data: Record<string, unknown>): string {
-  if (Object.keys(data).length === 0) return '';
-  // gray-matter's stringify with an object file never parses anything; it returns `---\n<yaml>\n---\n\n`.
-  const out = matter.stringify({ content: '' }, data, {
-    ...grayMatterOptions(),
-    // passed through to js-yaml's safeDump: never fold long descriptions, skip undefined values
-    lineWidth: -1,
-    skipInvalid: true,
-  } as Parameters<typeof matter.stringify>[2]);
-  const end = out.lastIndexOf('---\n');
-  return out.startsWith('---\n') && end > 3 ? out.slice(4, end) : '';
+  return new Document(data).toString({ lineWidth: 0 });
+}
+
+export interface FrontmatterChanges extends MemoryFields {
+  stamp?: MemoryStamp;
+}
+
+interface Edit {
+  start: number;
+  end: number;
+  text: string;
+}
+
+function findPair(map: YAMLMap, key: string): Pair | undefined {
+  return map.items.find((p) => isScalar(p.key) && p.key.value === key) as Pair | undefined;
+}
+
+/**
+ * Applies `changes` to a memory file's text, editing only the source of the values that change and inserting
+ * lines for fields that are missing: every other byte of the frontmatter (unknown fields, order, quoting,
+ * comments) and the body stay as they are, unless `body` replaces it. Placement follows what the file already
+ * has: `type` goes where the file keeps it (`metadata.type`, else a flat `type`, else a new `metadata.type`);
+ * `stamp` maintains `metadata.node_type`, `metadata.modified` and `originSessionId` (top level when the file
+ * keeps it there). A file without frontmatter gets one in the current form. Throws MemoryFormatError when the
+ * existing frontmatter is not YAML.
+ */
+export function rewriteMemoryFile(
+  text: string,
+  changes: FrontmatterChanges,
+  file: string,
+  body?: string,
+): string {
+  const bom = text.charCodeAt(0) === 0xfeff ? '\ufeff' : '';
+  const source = bom ? text.slice(1) : text;
+  const split = splitFrontmatter(source, file);
+  if (split.kind === 'unterminated') {
+    throw new MemoryFormatError('UNTERMINATED', file, 'frontmatter opened with "---" is never closed.');
+  }
+  if (split.kind === 'none') {
+    return bom + serializeMemoryFile(changes, body ?? source);
+  }
+  const block = split.block;
+  const doc = parseDocument(block, { prettyErrors: false, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    throw new MemoryFormatError(
+      'YAML_INVALID',
+      file,
+      `frontmatter is not valid YAML (${doc.errors[0]?.message.split('\n')[0]}).`,
+    );
+  }
+  const root = doc.contents;
+  if (root !== null && (!isMap(root) || root.flow)) {
+    throw new MemoryFormatError('NOT_A_MAPPING', file, 'frontmatter is not a block of "key: value" fields.');
+  }
+  const eol = block.includes('\r\n') ? '\r\n' : '\n';
+  const edits: Edit[] = [];
+  const lineStart = (offset: number) => block.lastIndexOf('\n', offset - 1) + 1;
+  const afterLine = (offset: number) => {
+    const nl = block.indexOf('\n', offset);
+    return nl === -1 ? block.length : nl + 1;
+  };
+  const indentOf = (offset: number) => offset - lineStart(offset);
+  const insertAt = (at: number, lines: string[]) => {
+    const joined = lines.join(eol);
+    if (at >= block.length) {
+      const needsBreak = block !== '' && !block.endsWith('\n');
+      edits.push({ start: block.length, end: block.length, text: `${needsBreak ? eol : ''}${joined}` });
+    } else edits.push({ start: at, end: at, text: `${joined}${eol}` });
+  };
+  const endOfMap = (map: YAMLMap) => {
+    const last = map.items.at(-1) as Pair | undefined;
+    if (!last) return block.length;
+    const node = (last.value ?? last.key) as { range?: [number, number, number] } | null;
+    const end = node?.range?.[1] ?? block.length;
+    return afterLine(Math.max(end - 1, 0));
+  };
+  /** Sets an existing pair's value; false when the pair holds something other than a scalar. */
+  const setPair = (pair: Pair, value: string, style?: ScalarStyle): boolean => {
+    const node = pair.value;
+    if (isScalar(node) && node.range) {
+      if (node.value === value) return true;
+      const [start, end] = node.range;
+      const written = scalarText(value, style ?? styleOf(node));
+      if (start === end) {
+        // `key:` with nothing after it
+        const keyEnd = (pair.key as Scalar).range?.[1] ?? start;
+        const colon = block.indexOf(':', keyEnd);
+        edits.push({ start: colon + 1, end: colon + 1, text: ` ${written}` });
+      } else edits.push({ start, end, text: written });
+      return true;
+    }
+    if (node === null && isScalar(pair.key) && pair.key.range) {
+      const colon = block.indexOf(':', pair.key.range[1]);
+      edits.push({ start: colon + 1, end: colon + 1, text: ` ${scalarText(value, style ?? 'plain')}` });
+      return true;
+    }
+    return false;
+  };
+
+  const top = root as YAMLMap | null;
+  const topStart: string[] = [];
+  const topEnd: string[] = [];
+  const topIndent =
+    top?.items[0] && isScalar(top.items[0].key) && top.items[0].key.range
+      ? ' '.repeat(indentOf(top.items[0].key.range[0]))
+      : '';
+  const setTop = (key: string, value: string, style: ScalarStyle | undefined, where: 'start' | 'end') => {
+    const pair = top ? findPair(top, key) : undefined;
+    if (pair && setPair(pair, value, style)) return;
+    if (pair)
+      throw new MemoryFormatError('NOT_A_MAPPING', file, `frontmatter field "${key}" is not a single value.`);
+    (where === 'start' ? topStart : topEnd).push(
+      `${topIndent}${key}: ${scalarText(value, style ?? 'plain')}`,
+    );
+  };
+  if (changes.name !== undefined) setTop('name', singleLine(changes.name), undefined, 'start');
+  if (changes.description !== undefined) {
+    const pair = top ? findPair(top, 'description') : undefined;
+    const current = pair && isScalar(pair.value) ? pair.value.value : undefined;
+    const value = singleLine(changes.description);
+    if (current !== value) setTop('description', value, 'double', 'start');
+  }
+
+  const metadataPair = top ? findPair(top, 'metadata') : undefined;
+  const metadata =
+    metadataPair && isMap(metadataPair.value) && !metadataPair.value.flow ? metadataPair.value : undefined;
+  const metadataUsable =
+    metadataPair === undefined ||
+    metadata !== undefined ||
+    (isScalar(metadataPair.value) && metadataPair.value.value === null) ||
+    metadataPair.value === null;
+  const metaInserts: string[] = [];
+  const setMeta = (key: string, value: string, topLevelIfThere: boolean) => {
+    const inMeta = metadata ? findPair(metadata, key) : undefined;
+    if (inMeta && setPair(inMeta, value)) return;
+    const atTop = top ? findPair(top, key) : undefined;
+    if ((topLevelIfThere && atTop) || !metadataUsable) {
+      setTop(key, value, undefined, 'end');
+      return;
+    }
+    metaInserts.push(`${key}: ${scalarText(value, 'plain')}`);
+  };
+  if (changes.type !== undefined) {
+    const inMeta = metadata ? findPair(metadata, 'type') : undefined;
+    const flat = top ? findPair(top, 'type') : undefined;
+    if (!inMeta && flat) setTop('type', changes.type, undefined, 'end');
+    else setMeta('type', changes.type, false);
+  }
+  if (changes.stamp) {
+    const nodeType = metadata ? findPair(metadata, 'node_type') : undefined;
+    if (!nodeType && metadataUsable) metaInserts.unshift(`node_type: ${MEMORY_NODE_TYPE}`);
+    if (changes.stamp.originSessionId) setMeta('originSessionId', changes.stamp.originSessionId, true);
+    setMeta('modified', changes.stamp.modified, true);
+  }
+  if (metaInserts.length > 0) {
+    if (metadata && metadata.items.length > 0) {
+      const firstKey = (metadata.items[0] as Pair).key as Scalar;
+      const indent = ' '.repeat(firstKey.range ? indentOf(firstKey.range[0]) : topIndent.length + 2);
+      insertAt(
+        endOfMap(metadata),
+        metaInserts.map((l) => `${indent}${l}`),
+      );
+    } else if (metadataPair) {
+      // `metadata:` with nothing under it: the new lines go right below the key.
+      const keyStart = (metadataPair.key as Scalar).range?.[0] ?? 0;
+      insertAt(
+        afterLine(keyStart),
+        metaInserts.map((l) => `${topIndent}  ${l}`),
+      );
+    } else {
+      topEnd.push(`${topIndent}metadata:`, ...metaInserts.map((l) => `${topIndent}  ${l}`));
+    }
+  }
+  if (topStart.length > 0) {
+    // New `name`/`description` lines open the block — a new description goes right below an existing name.
+    const namePair = top ? findPair(top, 'name') : undefined;
+    const nameEnd =
+      (namePair?.value as Scalar | null)?.range?.[1] ?? (namePair?.key as Scalar | undefined)?.range?.[1];
+    const first = top?.items[0]?.key as Scalar | undefined;
+    const at =
+      namePair && nameEnd !== undefined ? afterLine(nameEnd) : first?.range ? lineStart(first.range[0]) : 0;
+    insertAt(at, topStart);
+  }
+  if (topEnd.length > 0) insertAt(top ? endOfMap(top) : block.length, topEnd);
+
+  let next = block;
+  for (const edit of edits.sort((a, b) => b.start - a.start || 0)) {
+    next = next.slice(0, edit.start) + edit.text + next.slice(edit.end);
+  }
+  // An empty block sits directly before the closing line: new lines need their own line end.
+  if (block === '' && next !== '') next += eol;
+  const head = source.slice(0, split.blockStart);
+  const tail = source.slice(split.blockStart + block.length, split.bodyStart);
+  const out = bom + head + next + tail + (body ?? source.slice(split.bodyStart));
+  return body !== undefined && !out.endsWith('\n') ? `${out}\n` : out;
 }

@@ -51,37 +51,42 @@ describe('validateMemoryRelPath', () => {
 });
 
 describe('writeMemoryFile / readMemoryFile', () => {
-  it('creates a memory in the top-level form with 0600 permissions', async () => {
+  it('creates a memory in the current form with 0600 permissions', async () => {
     const result = await writeMemoryFile(
       mem,
       'feedback/testing.md',
-      { name: 'Testing', description: 'Real DB', type: 'feedback' },
+      { name: 'testing', description: 'Real DB', type: 'feedback' },
       '\nUse a real DB.\n',
+      { originSessionId: 'sess-1', now: new Date('2026-12-01T09:00:00.000Z') },
     );
     expect(result).toEqual({ path: join(mem, 'feedback', 'testing.md'), created: true });
     expect(readFileSync(result.path, 'utf8')).toBe(
-      '---\nname: Testing\ndescription: Real DB\ntype: feedback\n---\n\nUse a real DB.\n',
+      '---\nname: testing\ndescription: "Real DB"\nmetadata:\n  node_type: memory\n  type: feedback\n' +
+        '  originSessionId: sess-1\n  modified: 2026-12-01T09:00:00.000Z\n---\n\nUse a real DB.\n',
     );
     expect(statSync(result.path).mode & 0o777).toBe(0o600);
     const read = await readMemoryFile(mem, 'feedback/testing.md');
-    expect(read).toMatchObject({ name: 'Testing', type: 'feedback', body: '\nUse a real DB.\n' });
+    expect(read).toMatchObject({ name: 'testing', type: 'feedback', body: '\nUse a real DB.\n' });
   });
 
-  it('keeps unknown fields of an existing file when rewriting it', async () => {
-    writeFileSync(
-      join(mem, 'proj.md'),
-      '---\nname: P\nmetadata:\n  node_type: memory\n  type: project\nrelated: [a.md]\n---\nold\n',
-    );
+  it('rewrites an existing file in place: unknown fields, order and quoting stay byte-identical', async () => {
+    const original =
+      "---\nname: P\nmetadata:\n  node_type: memory\n  type: project\nrelated: [a.md]  # keep\nextra: 'x'\n---\nold\n";
+    writeFileSync(join(mem, 'proj.md'), original);
     const result = await writeMemoryFile(
       mem,
       'proj.md',
-      { name: 'P2', description: 'd', type: 'reference' },
+      { name: 'p2', description: 'd', type: 'reference' },
       'new\n',
+      { now: new Date('2026-12-01T09:00:00.000Z') },
     );
     expect(result.created).toBe(false);
+    expect(readFileSync(result.path, 'utf8')).toBe(
+      '---\nname: p2\ndescription: "d"\nmetadata:\n  node_type: memory\n  type: reference\n' +
+        "  modified: 2026-12-01T09:00:00.000Z\nrelated: [a.md]  # keep\nextra: 'x'\n---\nnew\n",
+    );
     const parsed = parseMemoryFile(readFileSync(result.path, 'utf8'), 'proj.md');
-    expect(parsed).toMatchObject({ name: 'P2', type: 'reference', body: 'new\n' });
-    expect(parsed.extra).toEqual({ metadata: { node_type: 'memory', type: 'reference' }, related: ['a.md'] });
+    expect(parsed).toMatchObject({ name: 'p2', type: 'reference', body: 'new\n' });
   });
 
   it('refuses paths that escape through a symlink', async () => {
@@ -213,5 +218,36 @@ describe('ensureIndexPointer', () => {
     );
     expect(await ensureIndexPointer(dir, 'gone.md')).toEqual({ added: false });
     await expect(ensureIndexPointer(dir, '../escape.md')).rejects.toThrow(/leaves the memory directory/);
+  });
+
+  it("with a stamp, maintains the file's metadata as Claude Code does after a write, changing nothing else", async () => {
+    const { ensureIndexPointer } = await import('./memory-files.js');
+    const { mkdtempSync, promises: fsp } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const dir = mkdtempSync(join(tmpdir(), 'engram-stamp-'));
+    // What the extraction fork writes when it follows the memory prompt.
+    const written = [
+      '---',
+      'name: no-database-mocks',
+      'description: "Integration tests hit a real database, never mocks"',
+      'metadata:',
+      '  type: feedback',
+      '---',
+      'Never mock the database; see [[testing-policy]].',
+      '',
+    ].join('\n');
+    await fsp.writeFile(join(dir, 'no-database-mocks.md'), written);
+    const stamp = { originSessionId: 'sess-9', modified: '2026-12-01T09:00:00.000Z' };
+    expect(await ensureIndexPointer(dir, 'no-database-mocks.md', { stamp })).toMatchObject({
+      added: true,
+      type: 'feedback',
+    });
+    expect(await fsp.readFile(join(dir, 'no-database-mocks.md'), 'utf8')).toBe(
+      written.replace(
+        '  type: feedback\n',
+        '  type: feedback\n  node_type: memory\n  originSessionId: sess-9\n  modified: 2026-12-01T09:00:00.000Z\n',
+      ),
+    );
   });
 });

@@ -7,7 +7,9 @@ import { scanForSecrets } from '../security/secret-scanner.js';
 import { memoryAgeDays, memoryFreshnessLabel } from './freshness.js';
 import {
   MemoryFormatError,
+  type MemoryStamp,
   parseMemoryFile,
+  rewriteMemoryFile,
   type SerializableMemory,
   serializeMemoryFile,
 } from './frontmatter.js';
@@ -57,12 +59,17 @@ export async function ensureMemoryDir(memoryDir: string): Promise<void> {
 export interface WriteMemoryOptions {
   /** Defaults to `<memoryDir>/team`. */
   teamDir?: string;
+  /** Recorded as `metadata.originSessionId`. */
+  originSessionId?: string;
+  now?: Date;
 }
 
 /**
- * Writes one memory (frontmatter in the top-level form + body) atomically. Fields Engram does not know that
- * the existing file carries are kept (`fields.extra` wins on conflicts). Throws MemoryPathError for a path
- * outside the memory directory and TeamSecretError for secret-looking content in team memory.
+ * Writes one memory atomically. A new file (or one whose frontmatter is not YAML) is written in the current
+ * form; an existing file is rewritten in place — only `fields` change, every other byte of its frontmatter
+ * stays (rewriteMemoryFile). `metadata.modified` (and `originSessionId` with `options.originSessionId`) is
+ * maintained on every write. Throws MemoryPathError for a path outside the memory directory and
+ * TeamSecretError for secret-looking content in team memory.
  */
 export async function writeMemoryFile(
   memoryDir: string,
@@ -76,25 +83,33 @@ export async function writeMemoryFile(
   if (!target.ok) {
     throw new MemoryPathError('OUTSIDE_MEMORY_DIR', `Cannot write ${rel}: ${target.reason}.`);
   }
-  let existingExtra: Record<string, unknown> = {};
-  let created = true;
+  const stamp: MemoryStamp = {
+    modified: (options.now ?? new Date()).toISOString(),
+    ...(options.originSessionId ? { originSessionId: options.originSessionId } : {}),
+  };
+  let existing: string | undefined;
   try {
-    const existing = await fs.readFile(target.path, 'utf8');
-    created = false;
-    existingExtra = parseMemoryFile(existing, rel).extra;
+    existing = await fs.readFile(target.path, 'utf8');
   } catch (error) {
-    // Missing file: created. Unparseable file: the caller is replacing it; nothing to keep.
-    if (!(error instanceof MemoryFormatError) && (error as NodeJS.ErrnoException).code !== 'ENOENT')
-      throw error;
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
-  const text = serializeMemoryFile({ ...fields, extra: { ...existingExtra, ...fields.extra } }, body);
+  let text: string | undefined;
+  if (existing !== undefined) {
+    try {
+      text = rewriteMemoryFile(existing, { ...fields, stamp }, rel, body);
+    } catch (error) {
+      // Unparseable file: the caller is replacing it; nothing to keep.
+      if (!(error instanceof MemoryFormatError)) throw error;
+    }
+  }
+  text ??= serializeMemoryFile({ ...fields, stamp }, body);
   const teamDir = options.teamDir ?? join(memoryDir, TEAM_DIRNAME);
   if ((await resolveInside(target.path, teamDir)).ok) {
     const found = scanForSecrets(text);
     if (found.length > 0) throw new TeamSecretError(found.map((f) => f.label));
   }
   await writeFileAtomic(target.path, text, { mode: 0o600 });
-  return { path: target.path, created };
+  return { path: target.path, created: existing === undefined };
 }
 
 /** Reads and parses one memory file (relative path), after the containment check. */
@@ -184,13 +199,39 @@ export async function forgetMemory(
 }
 
 /**
+ * Maintains `metadata.node_type`, `modified` and `originSessionId` on a file a memory job just wrote, as
+ * Claude Code does after each Write/Edit in the memory directory; nothing else in the file changes. Skipped
+ * when the file changed since `text` was read (a later writer wins) or its frontmatter is not YAML.
+ */
+async function stampMemoryText(
+  memoryDir: string,
+  rel: string,
+  text: string,
+  stamp: MemoryStamp,
+): Promise<void> {
+  const target = await resolveInside(join(memoryDir, rel), memoryDir);
+  if (!target.ok) return;
+  let next: string;
+  try {
+    next = rewriteMemoryFile(text, { stamp }, rel);
+  } catch {
+    return;
+  }
+  if (next === text) return;
+  if ((await fs.readFile(target.path, 'utf8').catch(() => undefined)) !== text) return;
+  await writeFileAtomic(target.path, next, { mode: 0o600 });
+}
+
+/**
  * Makes sure a memory file has a pointer in the MEMORY.md of its scope (team/ files in team/MEMORY.md, all
  * others in the root index), built from its frontmatter. Pointer maintenance is mechanical, so jobs guarantee
- * it after a model wrote memories instead of trusting the model to have done step two. Returns the file's type.
+ * it after a model wrote memories instead of trusting the model to have done step two. With `stamp`, the
+ * file's `metadata` is maintained first (stampMemoryText). Returns the file's type.
  */
 export async function ensureIndexPointer(
   memoryDir: string,
   relPath: string,
+  options: { stamp?: MemoryStamp } = {},
 ): Promise<{ added: boolean; type?: MemoryType; name?: string }> {
   const rel = validateMemoryRelPath(relPath);
   const inTeam = rel.startsWith(`${TEAM_DIRNAME}/`);
@@ -198,7 +239,9 @@ export async function ensureIndexPointer(
   const file = inTeam ? rel.slice(TEAM_DIRNAME.length + 1) : rel;
   let fields: { name?: string; description?: string; type?: MemoryType } = {};
   try {
-    fields = parseMemoryFile(await fs.readFile(join(memoryDir, rel), 'utf8'), rel);
+    const text = await fs.readFile(join(memoryDir, rel), 'utf8');
+    fields = parseMemoryFile(text, rel);
+    if (options.stamp) await stampMemoryText(memoryDir, rel, text, options.stamp);
   } catch (error) {
     // An unparseable memory still gets a pointer (the scan reports the problem); a missing one does not.
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { added: false };
