@@ -1,6 +1,9 @@
-// Scan benchmark (issue 3). scanMemoryDir over 200 memory files (6-line frontmatter, ~3 KB body, in a temp
-// dir) against the floor: a raw synchronous read of the first 4 KiB of each of the same files (open, read,
-// close — no directory walk, no stat, no parsing), measured in the same run.
+// Scan benchmark. scanMemoryDir over 200 memory files (Claude Code's current frontmatter: name, quoted
+// description, metadata with node_type/type/originSessionId/modified; ~3 KB body, in a temp dir) against the
+// floor: a raw synchronous read of the first 4 KiB of each of the same files (open, read, close — no
+// directory walk, no stat, no parsing), measured in the same run. A second case: a 10,000-file memory
+// directory, where the scan reads only the newest 200, against a readdir + stat of every file (the least any
+// scan must do to know which 200 are newest).
 //
 // Each sample times the baseline and the scan back to back and keeps their ratio, so load from other
 // processes on the machine hits both sides of a sample alike; the median ratio over all samples is reported.
@@ -13,8 +16,10 @@ import {
   mkdirSync,
   mkdtempSync,
   openSync,
+  readdirSync,
   readSync,
   rmSync,
+  statSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs';
@@ -28,34 +33,50 @@ const REPETITIONS = 7;
 const SAMPLES_PER_REPETITION = 40;
 const TYPES = ['user', 'feedback', 'project', 'reference'] as const;
 
-function buildDir(): { dir: string; files: string[] } {
+function buildDir(count = FILES): { dir: string; files: string[] } {
   const dir = mkdtempSync(join(tmpdir(), 'engram-bench-scan-'));
   const files: string[] = [];
   const paragraph =
     'The team agreed to keep integration tests against a real database after a mocked test passed while ' +
     'the production migration failed. Apply this to every new data-access change.\n';
-  for (let i = 0; i < FILES; i++) {
+  let body = '';
+  while (body.length < 3000) body += paragraph;
+  for (let i = 0; i < count; i++) {
     const sub = i % 4 === 0 ? join(dir, 'topics') : dir;
     mkdirSync(sub, { recursive: true });
+    const t = Date.now() / 1000 - i * 3600;
     const frontmatter = [
       '---',
-      `name: Memory number ${i}`,
-      `description: A specific one-line description of memory ${i}, used for recall`,
-      `type: ${TYPES[i % 4]}`,
-      `originSessionId: ${randomUUID()}`,
+      `name: memory-number-${i}`,
+      `description: "A specific one-line description of memory ${i}, used for recall"`,
+      'metadata:',
+      '  node_type: memory',
+      `  type: ${TYPES[i % 4]}`,
+      `  originSessionId: ${randomUUID()}`,
+      `  modified: ${new Date(t * 1000).toISOString()}`,
       '---',
       '',
     ].join('\n');
-    let body = '';
-    while (body.length < 3000) body += paragraph;
     const file = join(sub, `memory-${i}.md`);
     writeFileSync(file, frontmatter + body);
-    const t = Date.now() / 1000 - i * 3600;
     utimesSync(file, t, t);
     files.push(file);
   }
   writeFileSync(join(dir, 'MEMORY.md'), '- [Memory number 0](memory-0.md) — hook\n');
   return { dir, files };
+}
+
+/** readdir (with types) of the directory tree + stat of every file: what choosing the newest 200 needs. */
+function readdirStatFloor(dir: string): void {
+  const pending = [dir];
+  while (pending.length > 0) {
+    const current = pending.pop() as string;
+    for (const entry of readdirSync(current, { withFileTypes: true })) {
+      const path = `${current}/${entry.name}`;
+      if (entry.isDirectory()) pending.push(path);
+      else statSync(path);
+    }
+  }
 }
 
 const headBuffer = Buffer.alloc(4096);
@@ -80,20 +101,25 @@ interface ModeResult {
   scans: number[];
 }
 
-async function measure(files: string[], scan: () => Promise<unknown>): Promise<ModeResult> {
+async function measure(
+  baseline: () => void,
+  scan: () => Promise<unknown>,
+  repetitions = REPETITIONS,
+  samples = SAMPLES_PER_REPETITION,
+): Promise<ModeResult> {
   for (let i = 0; i < 10; i++) {
-    rawHeadReads(files);
+    baseline();
     await scan();
   }
   const result: ModeResult = { ratios: [], repetitionMedians: [], baselines: [], scans: [] };
-  for (let rep = 0; rep < REPETITIONS; rep++) {
+  for (let rep = 0; rep < repetitions; rep++) {
     const repRatios: number[] = [];
-    for (let s = 0; s < SAMPLES_PER_REPETITION; s++) {
+    for (let s = 0; s < samples; s++) {
       // Alternate the order so neither side always runs on the warmer cache.
       const baseFirst = s % 2 === 0;
-      const b1 = baseFirst ? await timeOnce(() => rawHeadReads(files)) : 0;
+      const b1 = baseFirst ? await timeOnce(baseline) : 0;
       const scanMs = await timeOnce(scan);
-      const base = baseFirst ? b1 : await timeOnce(() => rawHeadReads(files));
+      const base = baseFirst ? b1 : await timeOnce(baseline);
       result.baselines.push(base);
       result.scans.push(scanMs);
       repRatios.push(scanMs / base);
@@ -112,7 +138,7 @@ try {
   }
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
   console.log(
-    `scanMemoryDir over ${FILES} files (6-line frontmatter, ~3 KB body) vs raw sync 4 KiB head reads; ` +
+    `scanMemoryDir over ${FILES} files (8-line current-form frontmatter, ~3 KB body) vs raw sync 4 KiB head reads; ` +
       `${REPETITIONS}×${SAMPLES_PER_REPETITION} paired samples; ${cpus().length} CPUs (${cpu}); node ${process.version}`,
   );
   const modes: Array<[string, () => Promise<unknown>]> = [
@@ -120,7 +146,7 @@ try {
     ['cached', () => scanMemoryDir(dir)],
   ];
   for (const [name, scan] of modes) {
-    const r = await measure(files, scan);
+    const r = await measure(() => rawHeadReads(files), scan);
     const ratio = median(r.ratios);
     console.log(
       `  ${name}: per-repetition median ratios ${r.repetitionMedians.map((x) => x.toFixed(2)).join(' ')}`,
@@ -131,4 +157,35 @@ try {
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });
+}
+
+const LARGE = 10_000;
+const large = buildDir(LARGE);
+try {
+  const check = await scanMemoryDir(large.dir, { cache: false });
+  if (check.headers.length !== FILES || check.totalFiles !== LARGE || check.problems.length !== 0) {
+    throw new Error(
+      `large scan returned ${check.headers.length}/${check.totalFiles} headers, ${check.problems.length} problems`,
+    );
+  }
+  if (check.headers[0]?.filename !== 'topics/memory-0.md')
+    throw new Error('large scan did not pick the newest');
+  console.log(
+    `scanMemoryDir over ${LARGE} files (newest ${FILES} read) vs readdir + stat of every file; 5×8 paired samples`,
+  );
+  const r = await measure(
+    () => readdirStatFloor(large.dir),
+    () => scanMemoryDir(large.dir, { cache: false }),
+    5,
+    8,
+  );
+  const ratio = median(r.ratios);
+  console.log(
+    `  10k uncached: per-repetition median ratios ${r.repetitionMedians.map((x) => x.toFixed(2)).join(' ')}`,
+  );
+  console.log(
+    `  10k uncached: median paired ratio ${ratio.toFixed(2)}× (${ratio <= 2 ? 'PASS' : 'MISS'}; ${ms(median(r.scans))} vs ${ms(median(r.baselines))})`,
+  );
+} finally {
+  rmSync(large.dir, { recursive: true, force: true });
 }
