@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { sandboxEnvironment } from '../sandbox/environment.js';
 import { sandboxedShell } from '../sandbox/unattended.js';
 import { isReadOnlyBashCommand } from './bash-readonly.js';
-import { defineTool, ToolError } from './tool.js';
+import { defineTool, type ToolContext, ToolError } from './tool.js';
 
 // Bash: runs one command line in the context's working directory with a timeout, an output cap and an
 // environment scrubbed of credentials (the model must never be able to print the API key it runs on).
@@ -175,6 +175,35 @@ export function runBash(
   });
 }
 
+/**
+ * What the Bash tool runs for `input` in `ctx`: with `ctx.sandbox`, inside the OS sandbox (or not at all)
+ * with the allowlisted environment; without it, directly with the credential-scrubbed environment.
+ * `engram sandbox` calls this too, so it runs a command line exactly as a fork's Bash would.
+ */
+export async function executeBash(input: BashInput, ctx: ToolContext): Promise<BashRunResult> {
+  const timeoutMs = input.timeout ?? DEFAULT_BASH_TIMEOUT_MS;
+  let wrap: { file: string; args: readonly string[]; seccomp?: Buffer } | undefined;
+  let env = scrubEnvironment(ctx.env ?? process.env);
+  if (ctx.sandbox) {
+    // Unattended: the sandbox, or nothing (the permission gate should already have said so).
+    const shell = await sandboxedShell(ctx.sandbox, ctx.cwd);
+    if (!shell.ok) throw new ToolError('sandbox_unavailable', `Bash cannot run here: ${shell.reason}`);
+    wrap = shell.invocation;
+    env = sandboxEnvironment(env);
+  }
+  try {
+    return await runBash(input.command, {
+      cwd: ctx.cwd,
+      env,
+      timeoutMs,
+      ...(ctx.signal ? { signal: ctx.signal } : {}),
+      ...(wrap ? { wrap } : {}),
+    });
+  } catch (e) {
+    throw new ToolError('spawn_failed', `Could not start bash: ${(e as Error).message}`);
+  }
+}
+
 export const bashTool = defineTool<BashInput>({
   name: 'Bash',
   description: [
@@ -189,27 +218,7 @@ export const bashTool = defineTool<BashInput>({
   isReadOnly: (input) => isReadOnlyBashCommand(input.command),
   async call(input, ctx) {
     const timeoutMs = input.timeout ?? DEFAULT_BASH_TIMEOUT_MS;
-    let wrap: { file: string; args: readonly string[]; seccomp?: Buffer } | undefined;
-    let env = scrubEnvironment(ctx.env ?? process.env);
-    if (ctx.sandbox) {
-      // Unattended: the sandbox, or nothing (the permission gate should already have said so).
-      const shell = await sandboxedShell(ctx.sandbox, ctx.cwd);
-      if (!shell.ok) throw new ToolError('sandbox_unavailable', `Bash cannot run here: ${shell.reason}`);
-      wrap = shell.invocation;
-      env = sandboxEnvironment(env);
-    }
-    let result: BashRunResult;
-    try {
-      result = await runBash(input.command, {
-        cwd: ctx.cwd,
-        env,
-        timeoutMs,
-        ...(ctx.signal ? { signal: ctx.signal } : {}),
-        ...(wrap ? { wrap } : {}),
-      });
-    } catch (e) {
-      throw new ToolError('spawn_failed', `Could not start bash: ${(e as Error).message}`);
-    }
+    const result = await executeBash(input, ctx);
     const output = result.output.replace(/\s+$/, '');
     if (result.timedOut) {
       return {

@@ -1,4 +1,8 @@
-import { type JailedPolicy, type MemoryPolicyOptions, memoryWritePolicy } from '../policy/memory-permissions.js';
+import {
+  type JailedPolicy,
+  type MemoryPolicyOptions,
+  memoryWritePolicy,
+} from '../policy/memory-permissions.js';
 
 // The consolidation fork's permissions: the memory write policy, which refuses every hidden entry
 // of the memory directory. `.history/` holds the snapshots that make a dream reversible and
