@@ -1,11 +1,19 @@
 import { spawn } from 'node:child_process';
-import { linkSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeTempDir } from '../fixtures.test-helpers.js';
 import { ReadFileState } from '../tools/tool.js';
 import { writeTool } from '../tools/write.js';
-import { JailedWriteError, writeFileJailed } from './jailed-write.js';
+import { type JailedWriteError, writeFileJailed } from './jailed-write.js';
 import { createToolSandbox } from './unattended.js';
 
 const cleanups: Array<() => Promise<void>> = [];

@@ -122,7 +122,9 @@ describe('the bubblewrap invocation', () => {
     expect(args).not.toContain('--share-net');
     const joined = args.join(' ');
     expect(joined).toContain('--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --dir /tmp/home');
-    expect(joined).toContain('--ro-bind /tmp/project /tmp/project --ro-bind /tmp/mem /tmp/mem --bind /tmp/mem /tmp/mem');
+    expect(joined).toContain(
+      '--ro-bind /tmp/project /tmp/project --ro-bind /tmp/mem /tmp/mem --bind /tmp/mem /tmp/mem',
+    );
     expect(joined.endsWith('--chdir /tmp/project --seccomp 3 --')).toBe(true);
     expect(seccomp.length % 8).toBe(0);
     expect(buildSeccompFilter('x64').equals(seccomp)).toBe(process.arch === 'x64');
@@ -189,7 +191,9 @@ describe('Bash in the sandbox', () => {
         { cwd: join(root, 'mem'), readFileState: new ReadFileState(), toolUseId: 't', sandbox },
       );
     };
-    expect((await run('cat a.md; echo $HOME; ls -A $HOME | wc -l')).content).toBe(`hello\n${SANDBOX_HOME}\n0`);
+    expect((await run('cat a.md; echo $HOME; ls -A $HOME | wc -l')).content).toBe(
+      `hello\n${SANDBOX_HOME}\n0`,
+    );
     expect((await run('touch b.md')).content).toMatch(/Read-only file system/);
     expect((await run('touch b.md && echo done', 'write-root')).content).toBe('done');
     expect((await run('echo x > /tmp/inside && cat /tmp/inside')).content).toBe('x');
@@ -197,8 +201,8 @@ describe('Bash in the sandbox', () => {
     expect((await run('echo > /dev/tcp/127.0.0.1/9 && echo connected || echo refused')).content).toMatch(
       /refused/,
     );
-    expect((await run("grep -c . /proc/self/status >/dev/null; grep CapEff /proc/self/status")).content).toMatch(
-      /CapEff:\s+0+$/,
-    );
+    expect(
+      (await run('grep -c . /proc/self/status >/dev/null; grep CapEff /proc/self/status')).content,
+    ).toMatch(/CapEff:\s+0+$/);
   });
 });
