@@ -147,4 +147,30 @@ describe('a fork in the OS sandbox', () => {
     expect(existsSync(join(dir, 'outside.md'))).toBe(false);
     expect(fork.writtenPaths).toEqual([join(mem, 'pnpm.md')]);
   });
+
+  it('a caller handing a jailed policy to runQueryLoop directly gets the sandbox too', async () => {
+    const mem = join(dir, 'memory');
+    await mkdir(mem, { recursive: true });
+    server.script(
+      reply(toolUse('Bash', { command: `touch ${mem}/x.md; echo $HOME` }, 'toolu_bash')),
+      textReply('Done.'),
+    );
+    await runQueryLoop({
+      client,
+      model: 'claude-sonnet-5-5',
+      system: [{ type: 'text', text: 'Consolidate.' }],
+      tools: defaultTools(),
+      maxTokens: 4_096,
+      messages: [createUserEntry({ sessionId: 'd1', cwd: mem, parentUuid: null }, 'go')],
+      canUseTool: withWriteJail(allowAll, { root: mem }),
+      cwd: mem,
+      sessionId: 'd1',
+    });
+    expect(existsSync(join(mem, 'x.md'))).toBe(false);
+    const results = server.messageRequests()[1]!.body.messages.at(-1)!.content as Array<
+      Record<string, unknown>
+    >;
+    expect(String(results[0]!.content)).toMatch(/Read-only file system/);
+    expect(String(results[0]!.content)).toContain('/tmp/home');
+  });
 });

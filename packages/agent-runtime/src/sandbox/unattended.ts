@@ -102,9 +102,12 @@ export function gateBashOnSandbox(canUseTool: CanUseTool, sandbox: ToolSandbox):
     tool.name === 'Bash' ? bashUnavailable(sandbox.status) : canUseTool(tool, input, ctx);
 }
 
+const PREPARED = Symbol.for('engram.sandbox.prepared');
+
 /** The same tools, each called with `sandbox` in its context. Definitions and answers are the originals'. */
 export function withToolSandbox(tools: readonly AnyTool[], sandbox: ToolSandbox): AnyTool[] {
   return tools.map((tool) => ({
+    [PREPARED]: true,
     name: tool.name,
     description: tool.description,
     inputSchema: tool.inputSchema,
@@ -144,4 +147,25 @@ export async function prepareUnattended(
     canUseTool: gateBashOnSandbox(opts.canUseTool, sandbox),
     sandbox,
   };
+}
+
+/**
+ * For the query loop: when `canUseTool` declares a write jail and the tools are not prepared yet, the
+ * options with prepared tools and policy (so a caller that hands a jailed policy to `runQueryLoop` directly
+ * gets the sandbox too); otherwise the options unchanged.
+ */
+export async function sandboxForJailedPolicy<
+  O extends { tools: readonly AnyTool[]; canUseTool: CanUseTool; cwd: string },
+>(opts: O): Promise<O> {
+  const jail = declaredWriteJail(opts.canUseTool);
+  if (!jail || opts.tools.every((t) => (t as unknown as Record<symbol, unknown>)[PREPARED] === true)) {
+    return opts;
+  }
+  const prepared = await prepareUnattended({
+    tools: opts.tools,
+    canUseTool: opts.canUseTool,
+    defaultRoot: opts.cwd,
+    jail,
+  });
+  return { ...opts, tools: prepared.tools, canUseTool: prepared.canUseTool };
 }
