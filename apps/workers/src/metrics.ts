@@ -14,6 +14,8 @@ export interface WorkerMetrics {
   queueDepth: Gauge<'queue' | 'state'>;
   recalls: Counter<'outcome'>;
   recallLatency: Histogram<'outcome'>;
+  /** 1 for the OS-sandbox mode this process runs unattended tools in (set at scrape time). */
+  sandbox: Gauge<'mode' | 'backend' | 'bash'>;
 }
 
 export function createWorkerMetrics(): WorkerMetrics {
@@ -81,6 +83,12 @@ export function createWorkerMetrics(): WorkerMetrics {
       help: 'Recall selection latency inside the worker.',
       labelNames: ['outcome'],
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
+      registers: [registry],
+    }),
+    sandbox: new Gauge({
+      name: 'engram_sandbox_info',
+      help: 'The OS sandbox forks run in: mode (ENGRAM_SANDBOX), backend (bubblewrap or none), bash (sandboxed or denied).',
+      labelNames: ['mode', 'backend', 'bash'],
       registers: [registry],
     }),
   };

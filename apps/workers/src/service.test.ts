@@ -90,6 +90,8 @@ describe('worker service', () => {
     await waitUntil(async () => (await fetch(`${base}/readyz`)).status === 200, 'ready');
     const ready = (await (await fetch(`${base}/readyz`)).json()) as { details: Record<string, string> };
     expect(ready.details).toMatchObject({ backend: 'ok', recall: 'fetching' });
+    // Which OS-sandbox mode forks run in (bubblewrap is installed here, as .ci/run installs it).
+    expect(ready.details.sandbox).toMatchObject({ mode: 'auto', backend: 'bubblewrap', bash: 'sandboxed' });
 
     const producer = closer.add(new JobProducer(service.engine));
     await producer.enqueue('recall', recallPayload(1));
@@ -101,6 +103,7 @@ describe('worker service', () => {
     expect(metrics).toContain('engram_jobs_total{queue="recall",outcome="completed"} 1');
     expect(metrics).toContain('engram_job_duration_seconds_bucket');
     expect(metrics).toMatch(/engram_queue_jobs\{queue="recall",state="waiting"\} 0/);
+    expect(metrics).toContain('engram_sandbox_info{mode="auto",backend="bubblewrap",bash="sandboxed"} 1');
   });
 
   it('guards the dashboard with a token when one is configured', async () => {

@@ -204,6 +204,33 @@ program
   );
 
 program
+  .command('sandbox')
+  .description("run a command line as a memory fork's Bash tool would: read-only check, then the OS sandbox")
+  .requiredOption('--memory-dir <dir>', 'the memory directory (the only path a fork may change)')
+  .option('--cwd <dir>', 'working directory (default: the memory directory)')
+  .requiredOption('-c, --command <line>', 'the command line')
+  .option('--skip-read-only-check', 'leave the OS sandbox as the only boundary (to test it)')
+  .option('--timeout <ms>', 'timeout in milliseconds (default 120000)', (v) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1 || n > 600_000) throw new InvalidArgumentError('must be 1-600000');
+    return n;
+  })
+  .action(async (opts) =>
+    setExit(
+      await (await import('../commands/sandbox.js')).sandboxCommand(
+        {
+          memoryDir: resolve(opts.memoryDir),
+          command: opts.command,
+          ...(opts.cwd ? { cwd: resolve(opts.cwd) } : {}),
+          ...(opts.skipReadOnlyCheck ? { skipReadOnlyCheck: true } : {}),
+          ...(opts.timeout !== undefined ? { timeoutMs: opts.timeout } : {}),
+        },
+        stdio,
+      ),
+    ),
+  );
+
+program
   .command('dev')
   .description('run the whole stack on this machine (queue engine + workers + dashboard) until Ctrl-C')
   .option('--port <port>', 'dashboard/metrics port (default 8090)', port)

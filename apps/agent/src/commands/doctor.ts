@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
+import { describeSandbox, sandboxStatus } from '@engram/agent-runtime/sandbox/sandbox';
 import { JOB_KINDS } from '@engram/queue/catalog';
 import { inspectBackend } from '@engram/queue/diagnostics';
 import type { AgentConfig } from '../config.js';
@@ -71,6 +72,25 @@ async function checkHome(config: AgentConfig): Promise<CheckLine> {
   }
 }
 
+/**
+ * Which OS-sandbox mode memory forks run in on this host. Unavailable is a safe mode (forks get no Bash,
+ * writes stay jailed), so it fails only where the sandbox is required (ENGRAM_SANDBOX=require).
+ */
+export async function checkSandbox(env: NodeJS.ProcessEnv = process.env): Promise<CheckLine> {
+  const status = await sandboxStatus({ env });
+  const line: CheckLine = {
+    ok: status.available || status.mode !== 'require',
+    name: 'sandbox',
+    detail: describeSandbox(status),
+  };
+  if (!status.available && status.mode !== 'off') {
+    line.fix =
+      'for sandboxed Bash in memory forks: install bubblewrap (Debian: apt-get install bubblewrap) on Linux ' +
+      'with user namespaces allowed';
+  }
+  return line;
+}
+
 export async function runDoctorChecks(config: AgentConfig): Promise<CheckLine[]> {
   const lines: CheckLine[] = [];
   const dev = readDevStack(config.engramHome);
@@ -97,6 +117,7 @@ export async function runDoctorChecks(config: AgentConfig): Promise<CheckLine[]>
   for (const note of report.notes ?? []) lines.push({ ok: true, name: 'note', detail: note });
   lines.push(await checkHome(config));
   lines.push(await checkModel(config));
+  lines.push(await checkSandbox());
   if (report.reachable) {
     const memory = new MemoryQueue(config);
     try {

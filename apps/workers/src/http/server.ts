@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { HonoAdapter } from '@bull-board/hono';
+import { sandboxStatus } from '@engram/agent-runtime/sandbox/sandbox';
 import { type ServerType, serve } from '@hono/node-server';
 import { serveStatic } from '@hono/node-server/serve-static';
 import { Hono, type MiddlewareHandler } from 'hono';
@@ -63,10 +64,28 @@ export function createHttpApp(deps: HttpDeps): Hono {
     const ready = await deps
       .checkReady()
       .catch((error: Error) => ({ ok: false, details: { error: error.message } }));
-    return c.json(ready, ready.ok ? 200 : 503);
+    // Which sandbox mode forks run in; where it is required and cannot start, the service is not ready.
+    const sandbox = await sandboxStatus();
+    const ok = ready.ok && (sandbox.available || sandbox.mode !== 'require');
+    const details = {
+      ...ready.details,
+      sandbox: {
+        mode: sandbox.mode,
+        backend: sandbox.backend,
+        bash: sandbox.available ? 'sandboxed' : 'denied',
+        ...(sandbox.reason ? { reason: sandbox.reason } : {}),
+      },
+    };
+    return c.json({ ok, details }, ok ? 200 : 503);
   });
   app.get('/metrics', async (c) => {
     await deps.sampleQueueDepths().catch(() => {});
+    const sandbox = await sandboxStatus();
+    deps.metrics.sandbox.reset();
+    deps.metrics.sandbox.set(
+      { mode: sandbox.mode, backend: sandbox.backend, bash: sandbox.available ? 'sandboxed' : 'denied' },
+      1,
+    );
     c.header('content-type', deps.metrics.registry.contentType);
     return c.body(await deps.metrics.registry.metrics());
   });

@@ -2,6 +2,8 @@ import { promises as fs } from 'node:fs';
 import { type DeniedCall, type EndReason, runQueryLoop } from '../loop/query-loop.js';
 import type { ModelClient, Usage } from '../model/client.js';
 import type { StopReason, ToolResultBlock, ToolUseBlock } from '../model/types.js';
+import type { SandboxProbeOptions, SandboxStatus } from '../sandbox/sandbox.js';
+import { prepareUnattended, type ToolSandbox, type WriteJail } from '../sandbox/unattended.js';
 import { hashContent, resolveToolPath } from '../tools/file-state.js';
 import { defaultTools } from '../tools/registry.js';
 import { type AnyTool, type CanUseTool, ReadFileState } from '../tools/tool.js';
@@ -44,6 +46,14 @@ export interface RunForkedAgentOptions {
    * embeds a file's current content (the session-memory notes), so Edit's read-before-write rule holds.
    */
   extraReadFiles?: readonly string[];
+  /**
+   * The directory the fork may change. Default: the `writeJail` its policy declares (memory-core's
+   * policies do), else `cwd`. A fork is never attended: its Bash always runs in the OS sandbox, or is
+   * denied where the sandbox cannot start, and its Write/Edit go through the jailed write.
+   */
+  jail?: WriteJail;
+  /** Sandbox probe options or a fixed status (tests); default: the process's probe (ENGRAM_SANDBOX). */
+  sandboxProbe?: SandboxProbeOptions & { status?: SandboxStatus };
 }
 
 export interface ForkResult {
@@ -55,6 +65,8 @@ export interface ForkResult {
   /** Unique absolute paths of successful Edit/Write calls, in first-written order. */
   writtenPaths: string[];
   deniedCalls: DeniedCall[];
+  /** The sandbox the fork's tools ran in. */
+  sandbox: ToolSandbox;
 }
 
 const FILE_TOOLS = new Set(['Read', 'Write', 'Edit']);
@@ -137,16 +149,23 @@ export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkR
     const [stat, content] = await Promise.all([fs.stat(path), fs.readFile(path)]);
     readFileState.set(path, { mtimeMs: stat.mtimeMs, contentHash: hashContent(content) });
   }
+  const unattended = await prepareUnattended({
+    tools: opts.tools ?? defaultTools(),
+    canUseTool: opts.canUseTool,
+    defaultRoot: opts.cwd,
+    ...(opts.jail ? { jail: opts.jail } : {}),
+    ...(opts.sandboxProbe ? { probe: opts.sandboxProbe } : {}),
+  });
   const result = await runQueryLoop({
     client: opts.client,
     model: opts.params.model,
     system: opts.params.system,
-    tools: opts.tools ?? defaultTools(),
+    tools: unattended.tools,
     toolDefinitions: opts.params.tools,
     maxTokens: opts.params.maxTokens,
     messages: [...chain.live, instruction],
     ...(opts.params.userContext !== undefined ? { userContext: opts.params.userContext } : {}),
-    canUseTool: opts.canUseTool,
+    canUseTool: unattended.canUseTool,
     maxTurns: opts.maxTurns,
     ...(opts.signal ? { signal: opts.signal } : {}),
     cwd: opts.cwd,
@@ -165,5 +184,6 @@ export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkR
     stopReason: result.stopReason,
     writtenPaths: collectWrittenPaths(result.newMessages, opts.cwd),
     deniedCalls: result.deniedCalls,
+    sandbox: unattended.sandbox,
   };
 }

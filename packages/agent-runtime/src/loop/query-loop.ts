@@ -9,6 +9,7 @@ import type {
   ToolResultBlock,
   ToolUseBlock,
 } from '../model/types.js';
+import { sandboxForJailedPolicy } from '../sandbox/unattended.js';
 import { applyToolResultBudget } from '../tool-results/storage.js';
 import { toolDefinitions } from '../tools/registry.js';
 import {
@@ -138,7 +139,9 @@ interface CallOutcome {
   denied?: DeniedCall;
 }
 
-export async function runQueryLoop(opts: QueryLoopOptions): Promise<QueryLoopResult> {
+export async function runQueryLoop(options: QueryLoopOptions): Promise<QueryLoopResult> {
+  // A policy that declares a write jail belongs to an unattended agent: its tools run in the OS sandbox.
+  const opts = await sandboxForJailedPolicy(options);
   const messages: TranscriptEntry[] = [...opts.messages];
   const newMessages: ChainEntry[] = [];
   const deniedCalls: DeniedCall[] = [];

@@ -1,8 +1,10 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { z } from 'zod';
+import { sandboxEnvironment } from '../sandbox/environment.js';
+import { sandboxedShell } from '../sandbox/unattended.js';
 import { isReadOnlyBashCommand } from './bash-readonly.js';
-import { defineTool, ToolError } from './tool.js';
+import { defineTool, type ToolContext, ToolError } from './tool.js';
 
 // Bash: runs one command line in the context's working directory with a timeout, an output cap and an
 // environment scrubbed of credentials (the model must never be able to print the API key it runs on).
@@ -103,17 +105,31 @@ export function runBash(
     timeoutMs: number;
     signal?: AbortSignal;
     captureChars?: number;
+    /** Run the shell inside this wrapper (the sandbox's bwrap): `file args… SHELL -c command`. */
+    wrap?: { file: string; args: readonly string[]; seccomp?: Buffer };
   },
 ): Promise<BashRunResult> {
   return new Promise((resolve, reject) => {
     const out = new OutputBuffer(opts.captureChars ?? MAX_BASH_CAPTURE_CHARS);
-    const child = spawn(SHELL, ['-c', command], {
-      cwd: opts.cwd,
-      env: opts.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      // Own process group: a timeout kills the command's children too, not just the shell.
-      detached: true,
-    });
+    const { wrap } = opts;
+    const child = spawn(
+      wrap ? wrap.file : SHELL,
+      wrap ? [...wrap.args, SHELL, '-c', command] : ['-c', command],
+      {
+        cwd: opts.cwd,
+        env: opts.env,
+        // fd 3 carries the sandbox's seccomp program to bwrap (`--seccomp 3`).
+        stdio: wrap?.seccomp ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
+        // Own process group: a timeout kills the command's children too, not just the shell. (In the sandbox,
+        // killing bwrap ends its PID namespace, and with it everything the command started.)
+        detached: true,
+      },
+    );
+    if (wrap?.seccomp) {
+      const fd3 = child.stdio[3] as NodeJS.WritableStream;
+      fd3.on('error', () => {});
+      fd3.end(wrap.seccomp);
+    }
     let timedOut = false;
     let aborted = false;
     let killTimer: NodeJS.Timeout | undefined;
@@ -143,8 +159,8 @@ export function runBash(
     };
     if (opts.signal?.aborted) onAbort();
     else opts.signal?.addEventListener('abort', onAbort, { once: true });
-    child.stdout.setEncoding('utf8').on('data', (d: string) => out.push(d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => out.push(d));
+    child.stdout?.setEncoding('utf8').on('data', (d: string) => out.push(d));
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => out.push(d));
     child.on('error', (e) => {
       clearTimeout(timer);
       opts.signal?.removeEventListener('abort', onAbort);
@@ -157,6 +173,35 @@ export function runBash(
       resolve({ output: out.text(), exitCode, signal, timedOut, aborted });
     });
   });
+}
+
+/**
+ * What the Bash tool runs for `input` in `ctx`: with `ctx.sandbox`, inside the OS sandbox (or not at all)
+ * with the allowlisted environment; without it, directly with the credential-scrubbed environment.
+ * `engram sandbox` calls this too, so it runs a command line exactly as a fork's Bash would.
+ */
+export async function executeBash(input: BashInput, ctx: ToolContext): Promise<BashRunResult> {
+  const timeoutMs = input.timeout ?? DEFAULT_BASH_TIMEOUT_MS;
+  let wrap: { file: string; args: readonly string[]; seccomp?: Buffer } | undefined;
+  let env = scrubEnvironment(ctx.env ?? process.env);
+  if (ctx.sandbox) {
+    // Unattended: the sandbox, or nothing (the permission gate should already have said so).
+    const shell = await sandboxedShell(ctx.sandbox, ctx.cwd);
+    if (!shell.ok) throw new ToolError('sandbox_unavailable', `Bash cannot run here: ${shell.reason}`);
+    wrap = shell.invocation;
+    env = sandboxEnvironment(env);
+  }
+  try {
+    return await runBash(input.command, {
+      cwd: ctx.cwd,
+      env,
+      timeoutMs,
+      ...(ctx.signal ? { signal: ctx.signal } : {}),
+      ...(wrap ? { wrap } : {}),
+    });
+  } catch (e) {
+    throw new ToolError('spawn_failed', `Could not start bash: ${(e as Error).message}`);
+  }
 }
 
 export const bashTool = defineTool<BashInput>({
@@ -173,17 +218,7 @@ export const bashTool = defineTool<BashInput>({
   isReadOnly: (input) => isReadOnlyBashCommand(input.command),
   async call(input, ctx) {
     const timeoutMs = input.timeout ?? DEFAULT_BASH_TIMEOUT_MS;
-    let result: BashRunResult;
-    try {
-      result = await runBash(input.command, {
-        cwd: ctx.cwd,
-        env: scrubEnvironment(ctx.env ?? process.env),
-        timeoutMs,
-        ...(ctx.signal ? { signal: ctx.signal } : {}),
-      });
-    } catch (e) {
-      throw new ToolError('spawn_failed', `Could not start bash: ${(e as Error).message}`);
-    }
+    const result = await executeBash(input, ctx);
     const output = result.output.replace(/\s+$/, '');
     if (result.timedOut) {
       return {

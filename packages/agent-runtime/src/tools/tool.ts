@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ImageBlock, TextBlock, ToolDefinition } from '../model/types.js';
+import type { ToolSandbox } from '../sandbox/unattended.js';
 
 // What a tool is to the query loop: a zod input schema (which also yields the API definition), read-only
 // and concurrency answers for a given input, and `call`. Permission is not the tool's business: the loop
@@ -63,6 +64,11 @@ export interface ToolContext {
   env?: NodeJS.ProcessEnv;
   /** Modes for files and directories a tool creates. Default 0o644 / 0o755 (workspace files). */
   fileModes?: { file: number; dir: number };
+  /**
+   * Set for calls no person approves (see sandbox/unattended.ts): Bash runs in the OS sandbox (or not at
+   * all), and Write/Edit land only below `sandbox.writableRoot`, through the race-free jailed write.
+   */
+  sandbox?: ToolSandbox;
 }
 
 export interface ToolOutput {

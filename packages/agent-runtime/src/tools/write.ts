@@ -1,7 +1,14 @@
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { z } from 'zod';
-import { assertReadAndUnchanged, readTextIfExists, recordWrite, resolveToolPath } from './file-state.js';
-import { defineTool, type ToolContext } from './tool.js';
+import { JailedWriteError, writeFileJailed } from '../sandbox/jailed-write.js';
+import {
+  assertReadAndUnchanged,
+  hashContent,
+  readTextIfExists,
+  recordWrite,
+  resolveToolPath,
+} from './file-state.js';
+import { defineTool, type ToolContext, ToolError } from './tool.js';
 
 // Write: creates a file or replaces one the model has read (and that has not changed since). Atomic, so a
 // crash never leaves half a file.
@@ -19,6 +26,22 @@ export type WriteInput = z.infer<typeof writeInputSchema>;
 
 export async function writeToolFile(ctx: ToolContext, path: string, content: string): Promise<number> {
   const modes = ctx.fileModes ?? DEFAULT_FILE_MODES;
+  if (ctx.sandbox) {
+    // Unattended: the write itself is confined (a link swapped in after the policy's check cannot redirect it).
+    try {
+      const { mtimeMs } = await writeFileJailed(ctx.sandbox.writableRoot, path, content, {
+        mode: modes.file,
+        dirMode: modes.dir,
+      });
+      ctx.readFileState.set(path, { mtimeMs, contentHash: hashContent(content) });
+      return mtimeMs;
+    } catch (error) {
+      if (error instanceof JailedWriteError) {
+        throw new ToolError(error.code, `Refused to write ${path}: ${error.message}.`);
+      }
+      throw error;
+    }
+  }
   await writeFileAtomic(path, content, { mode: modes.file, dirMode: modes.dir });
   return recordWrite(ctx.readFileState, path, content);
 }

@@ -21,16 +21,12 @@ describe('consolidationPolicy', () => {
     expect((await write(join(mem, 'topic.md'))).behavior).toBe('allow');
     expect((await write(join(mem, 'team', 'x.md'))).behavior).toBe('allow');
     const history = await write(join(mem, '.history', 'snap', 'a.md'));
-    expect(history).toMatchObject({ behavior: 'deny', reason: 'path_outside_memory' });
+    expect(history).toMatchObject({ behavior: 'deny', reason: 'hidden_path' });
     expect((await policy({ name: 'Edit' }, { file_path: join(mem, '.consolidate-lock') })).behavior).toBe(
       'deny',
     );
     expect((await write(join(t.dir, 'outside.md'))).behavior).toBe('deny');
     expect((await policy({ name: 'Read' }, { file_path: join(mem, '.history') })).behavior).toBe('allow');
-    expect(denials).toEqual([
-      'Write:path_outside_memory',
-      'Edit:path_outside_memory',
-      'Write:path_outside_memory',
-    ]);
+    expect(denials).toEqual(['Write:hidden_path', 'Edit:hidden_path', 'Write:path_outside_memory']);
   });
 });

@@ -1,4 +1,4 @@
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTempDir } from '../testing/temp-dir.test-helpers.js';
@@ -6,6 +6,7 @@ import {
   checkTeamSecret,
   DENIAL_REASONS,
   isDenied,
+  MAX_MEMORY_WRITE_BYTES,
   memoryWritePolicy,
   type PermissionDenial,
   sessionMemoryPolicy,
@@ -161,6 +162,115 @@ describe('memoryWritePolicy', () => {
   });
 });
 
+describe('memoryWritePolicy: the narrower write rules', () => {
+  beforeAll(() => {
+    mkdirSync(join(mem, 'real-dir'), { recursive: true });
+    mkdirSync(join(mem, '.history', 'snap-1'), { recursive: true });
+    writeFileSync(join(mem, 'real-dir', 'inner.md'), 'x');
+    writeFileSync(join(base, 'outside', 'linked.md'), 'outside');
+    symlinkSync('real-dir', join(mem, 'alias-dir'));
+    symlinkSync('real-dir/inner.md', join(mem, 'alias.md'));
+    linkSync(join(base, 'outside', 'linked.md'), join(mem, 'hard.md'));
+    writeFileSync(join(mem, 'big.md'), 'a'.repeat(MAX_MEMORY_WRITE_BYTES - 10));
+  });
+  const denial = async (name: string, input: Record<string, unknown>, opts = {}) => {
+    const decision = await memoryWritePolicy(mem, opts)(tool(name), input);
+    return decision.behavior === 'deny' ? decision.reason : 'allow';
+  };
+
+  it.each(['Write', 'Edit'])(
+    '%s: refuses every hidden entry, anywhere below the memory directory',
+    async (name) => {
+      for (const rel of [
+        '.history/snap-1/.snapshot.json',
+        '.history/snap-1/a.md',
+        '.consolidate-lock',
+        '.git/config',
+        '.git/hooks/pre-commit',
+        '.gitconfig',
+        '.hidden.md',
+        'team/.secret.md',
+        'sub/.git/x.md',
+      ]) {
+        expect(await denial(name, { file_path: join(mem, rel), content: 'x', new_string: 'x' })).toBe(
+          'hidden_path',
+        );
+      }
+    },
+  );
+
+  it('refuses files that are not Markdown', async () => {
+    for (const rel of ['notes.txt', 'a.md.sh', 'script', 'x.MD', 'dir/.md', 'a.json']) {
+      expect(await denial('Write', { file_path: join(mem, rel), content: 'x' })).toMatch(
+        /not_markdown|hidden_path/,
+      );
+    }
+    expect(await denial('Write', { file_path: join(mem, 'notes.txt'), content: 'x' })).toBe('not_markdown');
+  });
+
+  it('allows the index only at the top of the memory or team directory, and only where the job needs it', async () => {
+    expect(await denial('Write', { file_path: join(mem, 'MEMORY.md'), content: 'x' })).toBe('allow');
+    expect(await denial('Write', { file_path: join(mem, 'team', 'MEMORY.md'), content: 'x' })).toBe('allow');
+    expect(await denial('Write', { file_path: join(mem, 'sub', 'MEMORY.md'), content: 'x' })).toBe(
+      'entrypoint_not_allowed',
+    );
+    expect(
+      await denial('Write', { file_path: join(mem, 'MEMORY.md'), content: 'x' }, { allowEntrypoint: false }),
+    ).toBe('entrypoint_not_allowed');
+    expect(
+      await denial('Write', { file_path: join(mem, 'topic.md'), content: 'x' }, { allowEntrypoint: false }),
+    ).toBe('allow');
+  });
+
+  it('refuses a symlink anywhere on the path (even one that stays inside) and a hard link', async () => {
+    expect(await denial('Write', { file_path: join(mem, 'alias-dir', 'inner.md'), content: 'x' })).toBe(
+      'symlink_in_path',
+    );
+    expect(await denial('Write', { file_path: join(mem, 'alias-dir', 'new.md'), content: 'x' })).toBe(
+      'symlink_in_path',
+    );
+    expect(await denial('Edit', { file_path: join(mem, 'alias.md'), old_string: 'x', new_string: 'y' })).toBe(
+      'symlink_in_path',
+    );
+    expect(await denial('Write', { file_path: join(mem, 'hard.md'), content: 'x' })).toBe('hard_link');
+    expect(await denial('Write', { file_path: join(mem, 'real-dir', 'inner.md'), content: 'x' })).toBe(
+      'allow',
+    );
+  });
+
+  it('bounds the size a Write or Edit leaves in the file', async () => {
+    const over = 'b'.repeat(MAX_MEMORY_WRITE_BYTES + 1);
+    expect(await denial('Write', { file_path: join(mem, 'huge.md'), content: over })).toBe('too_large');
+    expect(
+      await denial('Edit', { file_path: join(mem, 'big.md'), old_string: 'a', new_string: 'a'.repeat(20) }),
+    ).toBe('too_large');
+    expect(
+      await denial('Edit', { file_path: join(mem, 'big.md'), old_string: 'a'.repeat(100), new_string: 'c' }),
+    ).toBe('allow');
+    expect(
+      await denial('Write', { file_path: join(mem, 'huge.md'), content: over }, { maxBytes: 2 ** 30 }),
+    ).toBe('allow');
+  });
+
+  it('names each reason in the message and declares the memory directory as its write jail', async () => {
+    const policy = memoryWritePolicy(mem);
+    expect(policy.writeJail).toEqual({ root: mem });
+    const decision = await policy(tool('Write'), { file_path: join(mem, '.git', 'config'), content: 'x' });
+    expect(decision).toMatchObject({ behavior: 'deny', reason: 'hidden_path' });
+    if (isDenied(decision)) expect(decision.message).toMatch(/hidden files and directories/);
+    for (const reason of [
+      'hidden_path',
+      'not_markdown',
+      'entrypoint_not_allowed',
+      'too_large',
+      'symlink_in_path',
+      'hard_link',
+    ]) {
+      expect(DENIAL_REASONS).toContain(reason);
+    }
+  });
+});
+
 describe('sessionMemoryPolicy', () => {
   let summary: string;
   beforeAll(() => {
@@ -206,6 +316,19 @@ describe('sessionMemoryPolicy', () => {
     const policy = sessionMemoryPolicy(join(dir, 'summary.md'));
     expect(await policy(tool('Edit'), { file_path: join(dir, 'summary.md') })).toMatchObject({
       behavior: 'deny',
+    });
+  });
+
+  it('refuses a summary file with another hard link, and declares its directory as the write jail', async () => {
+    const dir = join(base, 'proj', 's3', 'session-memory');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(base, 'outside', 'notes-target.md'), 'x');
+    linkSync(join(base, 'outside', 'notes-target.md'), join(dir, 'summary.md'));
+    const policy = sessionMemoryPolicy(join(dir, 'summary.md'));
+    expect(policy.writeJail).toEqual({ root: dir });
+    expect(await policy(tool('Edit'), { file_path: join(dir, 'summary.md') })).toMatchObject({
+      behavior: 'deny',
+      reason: 'hard_link',
     });
   });
 });

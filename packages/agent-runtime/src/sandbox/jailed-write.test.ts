@@ -1,0 +1,107 @@
+import { spawn } from 'node:child_process';
+import {
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeTempDir } from '../fixtures.test-helpers.js';
+import { ReadFileState } from '../tools/tool.js';
+import { writeTool } from '../tools/write.js';
+import { type JailedWriteError, writeFileJailed } from './jailed-write.js';
+import { createToolSandbox } from './unattended.js';
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) await c();
+});
+async function layout() {
+  const t = await makeTempDir();
+  cleanups.push(t.cleanup);
+  const mem = join(t.dir, 'mem');
+  const outside = join(t.dir, 'outside');
+  mkdirSync(mem);
+  mkdirSync(outside);
+  writeFileSync(join(outside, 'target.md'), 'untouched\n');
+  return { base: t.dir, mem, outside };
+}
+const listing = (dir: string) =>
+  readdirSync(dir, { recursive: true, withFileTypes: false }).map(String).sort();
+
+describe('writeFileJailed', () => {
+  it('writes atomically below the root, creating directories, keeping an existing mode', async () => {
+    const { mem } = await layout();
+    await writeFileJailed(mem, join(mem, 'a', 'b', 'c.md'), 'one', { mode: 0o640, dirMode: 0o750 });
+    expect(readFileSync(join(mem, 'a', 'b', 'c.md'), 'utf8')).toBe('one');
+    expect(statSync(join(mem, 'a', 'b', 'c.md')).mode & 0o777).toBe(0o640);
+    expect(statSync(join(mem, 'a')).mode & 0o777).toBe(0o750);
+    await writeFileJailed(mem, join(mem, 'a', 'b', 'c.md'), 'two', { mode: 0o600 });
+    expect(readFileSync(join(mem, 'a', 'b', 'c.md'), 'utf8')).toBe('two');
+    expect(statSync(join(mem, 'a', 'b', 'c.md')).mode & 0o777).toBe(0o640);
+    expect(listing(mem)).toEqual(['a', 'a/b', 'a/b/c.md']);
+  });
+
+  it('refuses, naming the reason: outside the root, a symlinked file or directory, a hard link', async () => {
+    const { base, mem, outside } = await layout();
+    symlinkSync(outside, join(mem, 'dirlink'));
+    symlinkSync(join(outside, 'target.md'), join(mem, 'filelink.md'));
+    linkSync(join(outside, 'target.md'), join(mem, 'hard.md'));
+    const refusal = (target: string) =>
+      writeFileJailed(mem, target, 'pwned').then(
+        () => 'written',
+        (e: JailedWriteError) => e.code,
+      );
+    expect(await refusal(join(base, 'x.md'))).toBe('outside_root');
+    expect(await refusal(`${mem}/../outside/target.md`)).toBe('outside_root');
+    expect(await refusal(join(mem, 'dirlink', 'target.md'))).toBe('symlink_in_path');
+    expect(await refusal(join(mem, 'dirlink', 'new', 'x.md'))).toBe('symlink_in_path');
+    expect(await refusal(join(mem, 'filelink.md'))).toBe('symlink_in_path');
+    expect(await refusal(join(mem, 'hard.md'))).toBe('hard_link');
+    expect(await refusal(mem)).toBe('outside_root');
+    expect(readFileSync(join(outside, 'target.md'), 'utf8')).toBe('untouched\n');
+    expect(listing(outside)).toEqual(['target.md']);
+  });
+
+  it('lands nothing outside while a symlink is flipped in a loop during 400 writes through the Write tool', async () => {
+    const { mem, outside } = await layout();
+    const sandbox = await createToolSandbox({ root: mem });
+    const ctx = { cwd: mem, readFileState: new ReadFileState(), toolUseId: 't', sandbox };
+    // Another process swaps mem/sub between a real directory and a link to outside/, and mem/f.md between
+    // a regular file and a link to outside/target.md, as fast as it can.
+    const flipper = spawn(
+      '/bin/bash',
+      [
+        '-c',
+        `cd '${mem}'; while :; do rm -rf sub; ln -s '${outside}' sub; rm -f sub; mkdir sub; ` +
+          `rm -f f.md; ln -s '${outside}/target.md' f.md; rm -f f.md; echo x > f.md; done`,
+      ],
+      { stdio: 'ignore' },
+    );
+    let written = 0;
+    let refused = 0;
+    try {
+      for (let i = 0; i < 400; i++) {
+        const file_path = i % 2 === 0 ? join(mem, 'sub', 'target.md') : join(mem, 'f.md');
+        try {
+          // The model "has read" the file: only the jail decides.
+          ctx.readFileState.set(file_path, { mtimeMs: Number.MAX_SAFE_INTEGER });
+          await writeTool.call({ file_path, content: `pwned ${i}\n` }, ctx);
+          written++;
+        } catch {
+          refused++;
+        }
+      }
+    } finally {
+      flipper.kill('SIGKILL');
+    }
+    expect(written + refused).toBe(400);
+    expect(written).toBeGreaterThan(0);
+    expect(readFileSync(join(outside, 'target.md'), 'utf8')).toBe('untouched\n');
+    expect(listing(outside)).toEqual(['target.md']);
+  });
+});
