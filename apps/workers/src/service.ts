@@ -2,7 +2,7 @@ import type { JobKind } from '@engram/queue/catalog';
 import { inspectBackend, UnsafeBackendError } from '@engram/queue/diagnostics';
 import { openQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { JobProducer } from '@engram/queue/producer';
-import { createJobWorker, type JobHandler } from '@engram/queue/worker';
+import { createJobWaker, createJobWorker, type JobHandler, type JobWaker } from '@engram/queue/worker';
 import type { WorkersConfig } from './config.js';
 import { type RunningHttpServer, startHttpServer } from './http/server.js';
 import type { Logger } from './logger.js';
@@ -18,6 +18,8 @@ export interface HandlerDeps {
   engine: QueueEngine;
   metrics: WorkerMetrics;
   logger: Logger;
+  /** Wakes a parked job when a writer lease is handed to it (FIFO per project). */
+  waker?: JobWaker;
 }
 
 export interface StartWorkerServiceOptions {
@@ -58,7 +60,8 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
     namespace: config.namespace,
   });
   const metrics = createWorkerMetrics();
-  const handlers = options.handlers({ config, engine, metrics, logger });
+  const waker = createJobWaker(engine);
+  const handlers = options.handlers({ config, engine, metrics, logger, waker });
   const workers = new Map<JobKind, AnyWorker>();
 
   for (const kind of config.queues) {
@@ -162,6 +165,7 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
         await Promise.allSettled([...workers.values()].map((w) => w.close(true)));
       }
       await http?.close();
+      await waker.close();
       await producer.close();
       await engine.close();
       logger.info({ how }, 'stopped');
