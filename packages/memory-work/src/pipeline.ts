@@ -123,6 +123,11 @@ export interface ForkPipelineSpec<R> {
   /** Extra signals whose abort stops the fork (the dream's consolidation lock). */
   signals?: AbortSignal[];
   transaction: ForkTransaction;
+  /**
+   * Runs first under the lease: a re-check of whether the work is still due (another job may have done it
+   * while this one waited its turn). `{ skip }` ends the job with that result, touching nothing.
+   */
+  admit?(): Promise<{ skip: R } | undefined>;
   /** Builds the fork once the lease is held and the transaction has begun. */
   plan(begin: { before: TreeState; recovered: string[] }): Promise<ForkPlan>;
   guard?(run: RunContext): Promise<GuardVerdict>;
@@ -171,6 +176,8 @@ export async function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineS
   const hash = () => hashTree(spec.root, include ? { include } : {});
   let begun = false;
   try {
+    const admitted = await spec.admit?.();
+    if (admitted) return admitted.skip;
     await fs.mkdir(spec.root, { recursive: true, mode: spec.rootMode ?? 0o700 });
     await removeStaleTempFiles(spec.root, spec.tempMaxAgeMs);
     const before = await hash();
