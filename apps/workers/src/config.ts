@@ -40,6 +40,8 @@ const envSchema = z.object({
   ENGRAM_DREAM_MAX_DELETED_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   ENGRAM_RECALL_TIMEOUT_MS: positiveInt.default(2_000),
   ENGRAM_SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
+  ENGRAM_RECONCILE_INTERVAL_MS: positiveInt.default(60_000),
+  ENGRAM_RECONCILE_QUIET_MS: z.coerce.number().int().min(0).default(30_000),
   ENGRAM_MODEL_MAX_RETRIES: z.coerce.number().int().min(0).max(2).default(1),
   ENGRAM_DASHBOARD: bool.default(true),
   ENGRAM_DASHBOARD_READONLY: bool.default(true),
@@ -73,6 +75,10 @@ export interface WorkersConfig {
   /** How long the recall selector may take before the lexical fallback answers. */
   recallTimeoutMs: number;
   shutdownTimeoutMs: number;
+  /** How often the reconciliation sweep runs (a BullMQ job scheduler). */
+  reconcileIntervalMs: number;
+  /** A session whose transcript changed within this is still active: the sweep leaves it to its foreground. */
+  reconcileQuietMs: number;
   dashboard: {
     enabled: boolean;
     readOnly: boolean;
@@ -82,7 +88,7 @@ export interface WorkersConfig {
   logLevel: string;
 }
 
-const ALL_QUEUES: JobKind[] = ['extract', 'session-memory', 'dream', 'recall'];
+const ALL_QUEUES: JobKind[] = ['extract', 'session-memory', 'dream', 'recall', 'reconcile'];
 
 export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): WorkersConfig {
   const parsed = envSchema.safeParse(env);
@@ -141,6 +147,8 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
     dreamMaxDeletedShare: e.ENGRAM_DREAM_MAX_DELETED_SHARE,
     recallTimeoutMs: e.ENGRAM_RECALL_TIMEOUT_MS,
     shutdownTimeoutMs: e.ENGRAM_SHUTDOWN_TIMEOUT_MS,
+    reconcileIntervalMs: e.ENGRAM_RECONCILE_INTERVAL_MS,
+    reconcileQuietMs: e.ENGRAM_RECONCILE_QUIET_MS,
     dashboard: {
       enabled: e.ENGRAM_DASHBOARD,
       readOnly: e.ENGRAM_DASHBOARD_READONLY,
