@@ -2,6 +2,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
 import type { JobKind } from '@engram/queue/catalog';
+import { sessionStateTtlMs } from '@engram/queue/state/session-state';
 import { z } from 'zod';
 
 // The worker service's configuration: environment only, validated at start with a readable error (DESIGN §8).
@@ -41,6 +42,7 @@ const envSchema = z.object({
   ENGRAM_RECALL_TIMEOUT_MS: positiveInt.default(2_000),
   ENGRAM_SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
   ENGRAM_RECONCILE_INTERVAL_MS: positiveInt.default(60_000),
+  ENGRAM_CLEANUP_PERIOD_DAYS: z.coerce.number().int().min(0).default(30),
   ENGRAM_RECONCILE_QUIET_MS: z.coerce.number().int().min(0).default(30_000),
   ENGRAM_MODEL_MAX_RETRIES: z.coerce.number().int().min(0).max(2).default(1),
   ENGRAM_DASHBOARD: bool.default(true),
@@ -79,6 +81,8 @@ export interface WorkersConfig {
   reconcileIntervalMs: number;
   /** A session whose transcript changed within this is still active: the sweep leaves it to its foreground. */
   reconcileQuietMs: number;
+  /** Per-session state lives as long as transcripts (ENGRAM_CLEANUP_PERIOD_DAYS, set as on the agents). */
+  sessionStateTtlMs: number;
   dashboard: {
     enabled: boolean;
     readOnly: boolean;
@@ -149,6 +153,7 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
     shutdownTimeoutMs: e.ENGRAM_SHUTDOWN_TIMEOUT_MS,
     reconcileIntervalMs: e.ENGRAM_RECONCILE_INTERVAL_MS,
     reconcileQuietMs: e.ENGRAM_RECONCILE_QUIET_MS,
+    sessionStateTtlMs: sessionStateTtlMs(e.ENGRAM_CLEANUP_PERIOD_DAYS),
     dashboard: {
       enabled: e.ENGRAM_DASHBOARD,
       readOnly: e.ENGRAM_DASHBOARD_READONLY,

@@ -13,7 +13,7 @@ import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import type { JobKind, PayloadOf } from '@engram/queue/catalog';
 import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { type EnqueueReceipt, JobProducer } from '@engram/queue/producer';
-import { type ExtractReceipt, SessionState } from '@engram/queue/state/session-state';
+import { type ExtractReceipt, SessionState, sessionStateTtlMs } from '@engram/queue/state/session-state';
 import type { AgentConfig } from '../config.js';
 
 // The foreground's side of memory work: decide and enqueue, never run a memory fork and never let a queue
@@ -72,10 +72,11 @@ export class MemoryQueue {
   }
 
   sessionState(ref: SessionRef): SessionState {
-    return new SessionState(this.engine.state, {
-      transcriptDir: this.projectRef(ref).transcriptDir,
-      sessionId: ref.sessionId,
-    });
+    return new SessionState(
+      this.engine.state,
+      { transcriptDir: this.projectRef(ref).transcriptDir, sessionId: ref.sessionId },
+      { ttlMs: sessionStateTtlMs(this.config.cleanupPeriodDays) },
+    );
   }
 
   projectRef(ref: SessionRef) {

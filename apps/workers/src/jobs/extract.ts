@@ -58,7 +58,7 @@ export function createExtractHandler(deps: ExtractDeps) {
       project: payload.projectDir,
     });
     const paths = pathsForJob(config, payload);
-    const state = new SessionState(engine.state, payload);
+    const state = new SessionState(engine.state, payload, { ttlMs: config.sessionStateTtlMs });
     const [cursor, latest] = await Promise.all([state.extractCursor(), state.latestExtractRequest()]);
     const requested: TranscriptCursor = { leafUuid: payload.leafUuid, leafSeq: payload.leafSeq };
     const target = latest && latest.leafSeq > requested.leafSeq ? latest : requested;

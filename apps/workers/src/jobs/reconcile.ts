@@ -5,7 +5,7 @@ import { drainOutbox, readSessionRecord } from '@engram/memory-core/extraction/s
 import { MEMORY_DIRNAME, PROJECTS_DIRNAME } from '@engram/memory-core/paths/memory-paths';
 import type { PayloadOf } from '@engram/queue/catalog';
 import type { ReconcilePayload, ReconcileResult } from '@engram/queue/jobs/reconcile';
-import { SESSION_STATE_TTL_MS, SessionState } from '@engram/queue/state/session-state';
+import { SessionState } from '@engram/queue/state/session-state';
 import type { HandlerContext } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
 
@@ -80,9 +80,13 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         continue;
       }
       const leafSeq = entries.length;
-      const state = new SessionState(engine.state, { transcriptDir, sessionId });
+      const state = new SessionState(
+        engine.state,
+        { transcriptDir, sessionId },
+        { ttlMs: config.sessionStateTtlMs },
+      );
       const cursor = await state.extractCursor();
-      const setMark = (m: SeenMark) => engine.state.setJson(markKey, m, SESSION_STATE_TTL_MS);
+      const setMark = (m: SeenMark) => engine.state.setJson(markKey, m, config.sessionStateTtlMs);
       if (cursor && cursor.leafSeq >= leafSeq) {
         await setMark({ size, mtimeMs, covered: true, tries: 0 });
         continue;

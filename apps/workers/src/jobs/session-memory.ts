@@ -85,7 +85,7 @@ export function createSessionMemoryHandler(deps: SessionMemoryDeps) {
   return async (payload: SessionMemoryPayload, ctx: HandlerContext): Promise<SessionMemoryResult> => {
     const log = logger.child({ queue: 'session-memory', jobId: ctx.job.id, sessionId: payload.sessionId });
     const paths = pathsForJob(config, payload);
-    const state = new SessionState(engine.state, payload);
+    const state = new SessionState(engine.state, payload, { ttlMs: config.sessionStateTtlMs });
     const pipelineDeps = {
       client: deps.client,
       state: engine.state,
