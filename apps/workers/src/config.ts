@@ -2,6 +2,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
 import type { JobKind } from '@engram/queue/catalog';
+import { sessionStateTtlMs } from '@engram/queue/state/session-state';
 import { z } from 'zod';
 
 // The worker service's configuration: environment only, validated at start with a readable error (DESIGN §8).
@@ -40,6 +41,9 @@ const envSchema = z.object({
   ENGRAM_DREAM_MAX_DELETED_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   ENGRAM_RECALL_TIMEOUT_MS: positiveInt.default(2_000),
   ENGRAM_SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
+  ENGRAM_RECONCILE_INTERVAL_MS: positiveInt.default(60_000),
+  ENGRAM_CLEANUP_PERIOD_DAYS: z.coerce.number().int().min(0).default(30),
+  ENGRAM_RECONCILE_QUIET_MS: z.coerce.number().int().min(0).default(30_000),
   ENGRAM_MODEL_MAX_RETRIES: z.coerce.number().int().min(0).max(2).default(1),
   ENGRAM_DASHBOARD: bool.default(true),
   ENGRAM_DASHBOARD_READONLY: bool.default(true),
@@ -73,6 +77,12 @@ export interface WorkersConfig {
   /** How long the recall selector may take before the lexical fallback answers. */
   recallTimeoutMs: number;
   shutdownTimeoutMs: number;
+  /** How often the reconciliation sweep runs (a BullMQ job scheduler). */
+  reconcileIntervalMs: number;
+  /** A session whose transcript changed within this is still active: the sweep leaves it to its foreground. */
+  reconcileQuietMs: number;
+  /** Per-session state lives as long as transcripts (ENGRAM_CLEANUP_PERIOD_DAYS, set as on the agents). */
+  sessionStateTtlMs: number;
   dashboard: {
     enabled: boolean;
     readOnly: boolean;
@@ -82,7 +92,7 @@ export interface WorkersConfig {
   logLevel: string;
 }
 
-const ALL_QUEUES: JobKind[] = ['extract', 'session-memory', 'dream', 'recall'];
+const ALL_QUEUES: JobKind[] = ['extract', 'session-memory', 'dream', 'recall', 'reconcile'];
 
 export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): WorkersConfig {
   const parsed = envSchema.safeParse(env);
@@ -141,6 +151,9 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
     dreamMaxDeletedShare: e.ENGRAM_DREAM_MAX_DELETED_SHARE,
     recallTimeoutMs: e.ENGRAM_RECALL_TIMEOUT_MS,
     shutdownTimeoutMs: e.ENGRAM_SHUTDOWN_TIMEOUT_MS,
+    reconcileIntervalMs: e.ENGRAM_RECONCILE_INTERVAL_MS,
+    reconcileQuietMs: e.ENGRAM_RECONCILE_QUIET_MS,
+    sessionStateTtlMs: sessionStateTtlMs(e.ENGRAM_CLEANUP_PERIOD_DAYS),
     dashboard: {
       enabled: e.ENGRAM_DASHBOARD,
       readOnly: e.ENGRAM_DASHBOARD_READONLY,

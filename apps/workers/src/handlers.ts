@@ -2,6 +2,7 @@ import { createModelClient } from '@engram/agent-runtime/model/client';
 import { createDreamHandler } from './jobs/dream.js';
 import { createExtractHandler } from './jobs/extract.js';
 import { createRecallHandler, createRecallModelClient } from './jobs/recall.js';
+import { createReconcileHandler } from './jobs/reconcile.js';
 import { createSessionMemoryHandler } from './jobs/session-memory.js';
 import type { HandlerDeps, WorkerHandlers } from './service.js';
 
@@ -26,5 +27,6 @@ export function createHandlers(deps: HandlerDeps): WorkerHandlers {
       client: createRecallModelClient(deps.config),
       selectorTimeoutMs: deps.config.recallTimeoutMs,
     }),
+    ...(deps.producer ? { reconcile: createReconcileHandler({ ...deps, producer: deps.producer }) } : {}),
   };
 }

@@ -1,8 +1,9 @@
 import type { JobKind } from '@engram/queue/catalog';
 import { inspectBackend, UnsafeBackendError } from '@engram/queue/diagnostics';
 import { openQueueEngine, type QueueEngine } from '@engram/queue/engine';
+import { RECONCILE_SCHEDULER_ID } from '@engram/queue/jobs/reconcile';
 import { JobProducer } from '@engram/queue/producer';
-import { createJobWorker, type JobHandler } from '@engram/queue/worker';
+import { createJobWaker, createJobWorker, type JobHandler, type JobWaker } from '@engram/queue/worker';
 import type { WorkersConfig } from './config.js';
 import { type RunningHttpServer, startHttpServer } from './http/server.js';
 import type { Logger } from './logger.js';
@@ -18,6 +19,10 @@ export interface HandlerDeps {
   engine: QueueEngine;
   metrics: WorkerMetrics;
   logger: Logger;
+  /** Wakes a parked job when a writer lease is handed to it (FIFO per project). */
+  waker?: JobWaker;
+  /** The service's producer (the reconciliation job enqueues through it). */
+  producer?: JobProducer;
 }
 
 export interface StartWorkerServiceOptions {
@@ -58,7 +63,9 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
     namespace: config.namespace,
   });
   const metrics = createWorkerMetrics();
-  const handlers = options.handlers({ config, engine, metrics, logger });
+  const waker = createJobWaker(engine);
+  const producer = new JobProducer(engine);
+  const handlers = options.handlers({ config, engine, metrics, logger, waker, producer });
   const workers = new Map<JobKind, AnyWorker>();
 
   for (const kind of config.queues) {
@@ -102,7 +109,19 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
     workers.set(kind, worker);
   }
 
-  const producer = new JobProducer(engine);
+  // One reconciliation sweep per interval for the whole fleet (a job scheduler: upserting it again from every
+  // worker keeps one schedule, not one per worker).
+  if (workers.has('reconcile')) {
+    await producer
+      .queue('reconcile')
+      .upsertJobScheduler(
+        RECONCILE_SCHEDULER_ID,
+        { every: config.reconcileIntervalMs },
+        { name: 'reconcile', data: {} },
+      );
+    logger.info({ everyMs: config.reconcileIntervalMs }, 'reconciliation scheduled');
+  }
+
   let http: RunningHttpServer | undefined;
   if (options.http !== false) {
     http = await startHttpServer({
@@ -162,6 +181,7 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
         await Promise.allSettled([...workers.values()].map((w) => w.close(true)));
       }
       await http?.close();
+      await waker.close();
       await producer.close();
       await engine.close();
       logger.info({ how }, 'stopped');

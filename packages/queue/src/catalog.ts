@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { type DreamPayload, type DreamResult, dreamJob } from './jobs/dream.js';
 import { type ExtractPayload, type ExtractResult, extractJob } from './jobs/extract.js';
 import { type RecallPayload, type RecallResult, recallJob } from './jobs/recall.js';
+import { type ReconcilePayload, type ReconcileResult, reconcileJob } from './jobs/reconcile.js';
 import {
   type SessionMemoryPayload,
   type SessionMemoryResult,
@@ -11,6 +12,7 @@ import { dreamQueueConfig } from './queues/dream.config.js';
 import { extractQueueConfig } from './queues/extract.config.js';
 import type { QueueConfig } from './queues/queue-config.js';
 import { recallQueueConfig } from './queues/recall.config.js';
+import { reconcileQueueConfig } from './queues/reconcile.config.js';
 import { sessionMemoryQueueConfig } from './queues/session-memory.config.js';
 import type { StateStore } from './state/state-store.js';
 
@@ -25,6 +27,7 @@ export interface JobTypes {
   'session-memory': { payload: SessionMemoryPayload; result: SessionMemoryResult };
   dream: { payload: DreamPayload; result: DreamResult };
   recall: { payload: RecallPayload; result: RecallResult };
+  reconcile: { payload: ReconcilePayload; result: ReconcileResult };
 }
 
 export type JobKind = keyof JobTypes;
@@ -46,6 +49,7 @@ export const JOB_CATALOG: { [K in JobKind]: JobDefinition<K> } = {
   'session-memory': { ...sessionMemoryJob, config: sessionMemoryQueueConfig },
   dream: { ...dreamJob, config: dreamQueueConfig },
   recall: { ...recallJob, config: recallQueueConfig },
+  reconcile: { ...reconcileJob, config: reconcileQueueConfig },
 };
 
 export const JOB_KINDS = Object.keys(JOB_CATALOG) as JobKind[];

@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import type { JobsOptions, Queue } from 'bullmq';
 import { JOB_CATALOG, type JobDefinition, type JobKind, type PayloadOf } from './catalog.js';
 import type { QueueEngine } from './engine.js';
@@ -7,14 +8,20 @@ import type { QueueConfig } from './queues/queue-config.js';
 // Typed enqueue for agent replicas. Enqueueing a wrong payload does not compile; a payload that is still wrong
 // at run time (built from bad input) is refused here with the zod reason, before it reaches a worker.
 
-export class EnqueueError extends Error {
-  constructor(
-    readonly code: 'INVALID_PAYLOAD' | 'PAYLOAD_TOO_LARGE' | 'QUEUE_UNAVAILABLE' | 'ENQUEUE_TIMEOUT',
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-    this.name = 'EnqueueError';
+export type EnqueueErrorCode =
+  | 'INVALID_PAYLOAD'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'QUEUE_UNAVAILABLE'
+  | 'ENQUEUE_TIMEOUT';
+
+export class EnqueueError extends EngramError {
+  declare readonly code: EnqueueErrorCode;
+  constructor(code: EnqueueErrorCode, message: string, options?: { cause?: unknown }) {
+    // An engine outage or a slow engine passes; a payload that is wrong stays wrong.
+    super(code, message, {
+      ...options,
+      retryable: code === 'QUEUE_UNAVAILABLE' || code === 'ENQUEUE_TIMEOUT',
+    });
   }
 }
 

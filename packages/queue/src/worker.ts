@@ -1,4 +1,5 @@
-import { DelayedError, type Job, UnrecoverableError, type Worker } from 'bullmq';
+import { EngramError } from '@engram/errors/engram-error';
+import { DelayedError, type Job, type Queue, UnrecoverableError, type Worker } from 'bullmq';
 import { JOB_CATALOG, type JobDefinition, type JobKind, type PayloadOf, type ResultOf } from './catalog.js';
 import type { QueueEngine } from './engine.js';
 import type { QueueConfig } from './queues/queue-config.js';
@@ -47,14 +48,9 @@ export interface CreateJobWorkerOptions extends JobEvents {
 }
 
 /** An error that can never succeed on retry (bad input, auth). Handlers may also set `retryable = false`. */
-export class PermanentJobError extends Error {
-  readonly retryable = false;
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'PermanentJobError';
+export class PermanentJobError extends EngramError {
+  constructor(code: string, message: string, options: { cause?: unknown } = {}) {
+    super(code, message, { ...options, retryable: false });
   }
 }
 
@@ -125,6 +121,42 @@ export function createJobWorker<K extends JobKind>(
     }
   });
   return worker;
+}
+
+/**
+ * Wakes delayed jobs early (a project's writer lease handed to a waiting job): moves the job from delayed to
+ * waiting. One queue handle per job kind, opened on first use; `close` closes them.
+ */
+export interface JobWaker {
+  /** True when the job was delayed and is now waiting; false when it was not delayed (or is gone). */
+  wake(kind: JobKind, jobId: string): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export function createJobWaker(engine: QueueEngine): JobWaker {
+  const queues = new Map<JobKind, Queue>();
+  const queue = (kind: JobKind): Queue => {
+    let q = queues.get(kind);
+    if (!q) {
+      q = engine.createQueue(JOB_CATALOG[kind].queue) as Queue;
+      queues.set(kind, q);
+    }
+    return q;
+  };
+  return {
+    async wake(kind, jobId) {
+      const job = await queue(kind).getJob(jobId);
+      if (!job || !(await job.isDelayed())) return false;
+      return job.promote().then(
+        () => true,
+        () => false,
+      );
+    },
+    async close() {
+      await Promise.allSettled([...queues.values()].map((q) => q.close()));
+      queues.clear();
+    },
+  };
 }
 
 function duration(job: Job): number {

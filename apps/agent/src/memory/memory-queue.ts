@@ -1,11 +1,19 @@
+import { join } from 'node:path';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
 import { hasMemoryWritesSince, isMemoryPathSync } from '@engram/memory-core/extraction/memory-writes';
-import type { EngramPaths } from '@engram/memory-core/paths/memory-paths';
+import {
+  addToOutbox,
+  drainOutbox,
+  type OutboxItem,
+  readOutbox,
+  writeSessionRecord,
+} from '@engram/memory-core/extraction/session-record';
+import { type EngramPaths, PROJECTS_DIRNAME } from '@engram/memory-core/paths/memory-paths';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import type { JobKind, PayloadOf } from '@engram/queue/catalog';
 import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { type EnqueueReceipt, JobProducer } from '@engram/queue/producer';
-import { type ExtractReceipt, SessionState } from '@engram/queue/state/session-state';
+import { type ExtractReceipt, SessionState, sessionStateTtlMs } from '@engram/queue/state/session-state';
 import type { AgentConfig } from '../config.js';
 
 // The foreground's side of memory work: decide and enqueue, never run a memory fork and never let a queue
@@ -14,7 +22,13 @@ import type { AgentConfig } from '../config.js';
 export type MemoryWorkStatus =
   | { status: 'queued'; jobId: string }
   | { status: 'skipped'; reason: string }
-  | { status: 'not-queued'; reason: string };
+  /** `kept`: the work waits in the session's outbox and is handed to the queue when the engine is back. */
+  | { status: 'not-queued'; reason: string; kept?: boolean };
+
+/** Memory work that is kept in the session's outbox when it cannot be enqueued (recall is too short-lived). */
+const DURABLE_KINDS = new Set<JobKind>(['extract', 'session-memory', 'dream']);
+const OUTBOX_RETRY_MIN_MS = 1_000;
+const OUTBOX_RETRY_MAX_MS = 30_000;
 
 export interface DrainResult {
   /** True when the session's extraction caught up with `leafSeq` before the deadline. */
@@ -33,6 +47,13 @@ export class MemoryQueue {
   private producerInstance: JobProducer | undefined;
   /** Enqueue failures this process saw (reported by `engram doctor` and in JSON output). */
   failures = 0;
+  /** Session directories whose memory record this process has written. */
+  private readonly recorded = new Set<string>();
+  /** Session directories whose outbox may hold work (this process kept some, or found some on disk). */
+  private readonly pending = new Set<string>();
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryDelayMs = OUTBOX_RETRY_MIN_MS;
+  private flushing: Promise<void> | undefined;
 
   constructor(private readonly config: AgentConfig) {}
 
@@ -51,10 +72,11 @@ export class MemoryQueue {
   }
 
   sessionState(ref: SessionRef): SessionState {
-    return new SessionState(this.engine.state, {
-      transcriptDir: this.projectRef(ref).transcriptDir,
-      sessionId: ref.sessionId,
-    });
+    return new SessionState(
+      this.engine.state,
+      { transcriptDir: this.projectRef(ref).transcriptDir, sessionId: ref.sessionId },
+      { ttlMs: sessionStateTtlMs(this.config.cleanupPeriodDays) },
+    );
   }
 
   projectRef(ref: SessionRef) {
@@ -64,10 +86,87 @@ export class MemoryQueue {
   async enqueue<K extends JobKind>(kind: K, payload: PayloadOf<K>): Promise<MemoryWorkStatus> {
     try {
       const receipt: EnqueueReceipt = await this.producer.enqueue(kind, payload);
+      // The engine answers again: hand over whatever waits in outboxes (in the background).
+      if (this.pending.size > 0) void this.flushOutboxes();
       return { status: 'queued', jobId: receipt.jobId };
     } catch (error) {
       this.failures++;
-      return { status: 'not-queued', reason: (error as Error).message };
+      const reason = (error as Error).message;
+      const dir = this.sessionDirOf(payload);
+      const retryable = (error as { retryable?: boolean }).retryable !== false;
+      if (!dir || !DURABLE_KINDS.has(kind) || !retryable) return { status: 'not-queued', reason };
+      try {
+        await addToOutbox(dir, { kind: kind as OutboxItem['kind'], payload, atMs: Date.now() });
+      } catch {
+        return { status: 'not-queued', reason };
+      }
+      this.pending.add(dir);
+      this.scheduleRetry();
+      return {
+        status: 'not-queued',
+        reason: `${reason} Kept in the session's outbox; it is handed to the queue when the engine is back.`,
+        kept: true,
+      };
+    }
+  }
+
+  /** The session directory a payload's work belongs to, under this agent's ENGRAM_HOME. */
+  private sessionDirOf(payload: unknown): string | undefined {
+    const p = payload as { sessionId?: unknown; transcriptDir?: unknown };
+    if (typeof p.sessionId !== 'string' || typeof p.transcriptDir !== 'string') return undefined;
+    if (!/^[A-Za-z0-9_-]+$/.test(p.sessionId) || p.transcriptDir.includes('/')) return undefined;
+    return join(this.config.engramHome, PROJECTS_DIRNAME, p.transcriptDir, p.sessionId);
+  }
+
+  private scheduleRetry(): void {
+    if (this.retryTimer || this.pending.size === 0) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      void this.flushOutboxes().then(() => {
+        if (this.pending.size === 0) {
+          this.retryDelayMs = OUTBOX_RETRY_MIN_MS;
+          return;
+        }
+        this.retryDelayMs = Math.min(this.retryDelayMs * 2, OUTBOX_RETRY_MAX_MS);
+        this.scheduleRetry();
+      });
+    }, this.retryDelayMs);
+    this.retryTimer.unref();
+  }
+
+  /** Hands every pending outbox item to the queue; what still fails stays for the next try (or the sweep). */
+  flushOutboxes(): Promise<void> {
+    this.flushing ??= (async () => {
+      for (const dir of [...this.pending]) {
+        const { left } = await drainOutbox(dir, async (item) => {
+          await this.producer.enqueue(item.kind, item.payload as PayloadOf<typeof item.kind>);
+          return true;
+        }).catch(() => ({ left: 1 }));
+        if (left === 0) this.pending.delete(dir);
+      }
+    })().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  /**
+   * Writes the session's memory record once per process (the reconciliation sweep finds the session by it) and
+   * picks up an outbox a previous process of this session left.
+   */
+  private async recordSession(ref: SessionRef): Promise<void> {
+    const dir = ref.paths.sessionDir(ref.sessionId);
+    if (this.recorded.has(dir)) return;
+    this.recorded.add(dir);
+    const { projectDir, transcriptDir } = this.projectRef(ref);
+    await writeSessionRecord(dir, { version: 1, sessionId: ref.sessionId, projectDir, transcriptDir }).catch(
+      () => {
+        this.recorded.delete(dir);
+      },
+    );
+    if ((await readOutbox(dir).catch(() => [])).length > 0) {
+      this.pending.add(dir);
+      this.scheduleRetry();
     }
   }
 
@@ -94,6 +193,7 @@ export class MemoryQueue {
     turnEntries: readonly ChainEntry[],
     leaf: { leafUuid: string; leafSeq: number },
   ): Promise<MemoryWorkStatus> {
+    await this.recordSession(ref);
     const isMemoryPath = (p: string) => isMemoryPathSync(p, ref.paths.memoryDir);
     if (hasMemoryWritesSince(turnEntries, undefined, isMemoryPath)) {
       try {
@@ -140,6 +240,10 @@ export class MemoryQueue {
   }
 
   async close(): Promise<void> {
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    // One last hand-over; what fails stays in the outbox for the next process or the reconciliation sweep.
+    if (this.pending.size > 0 && this.producerInstance) await this.flushOutboxes().catch(() => {});
     await this.producerInstance?.close();
     await this.engineInstance?.close();
   }

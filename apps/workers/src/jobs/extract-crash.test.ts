@@ -123,6 +123,108 @@ describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
   }, 60_000);
 });
 
+describe.each(WORKER_TEST_BACKENDS)('exactly once under retries on %s', (_kind, backend) => {
+  it('an extraction killed mid-fork, 250 newer memories written meanwhile: the retry writes the fact once', async () => {
+    const fg = createForeground(server);
+    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
+    // A model that checks what is saved, as the instruction asks: it saves the pnpm fact under a new name
+    // unless the file that holds it is listed (in the manifest, or as already written by an earlier attempt).
+    const instructions: string[] = [];
+    let secondTurns = 0;
+    server.route(
+      'extract',
+      (r) => isExtractionRequest(r.body),
+      (r): ScriptStep => {
+        const last = lastUserText(r.body);
+        if (last.includes('You are now the memory extraction subagent')) {
+          instructions.push(last);
+          if (instructions.length > 1 && last.includes('feedback_pnpm.md')) {
+            return textReply('That fact is already saved.');
+          }
+          const name =
+            instructions.length === 1 ? 'feedback_pnpm.md' : `feedback_pnpm_${instructions.length}.md`;
+          return reply(
+            text('Saving.'),
+            toolUse('Write', { file_path: join(fg.paths.memoryDir, name), content: MEMORY }),
+          );
+        }
+        secondTurns++;
+        // The first attempt hangs here (after its Write landed) long enough to be killed.
+        return textReply('Saved.', secondTurns === 1 ? { latencyMs: 8_000 } : {});
+      },
+      { sticky: true },
+    );
+    const leaf = await fg.turn('always use pnpm in this repo, never npm');
+
+    const namespace = uniquePrefix('once');
+    backend.cleanUpAfter(namespace, closer);
+    const env = {
+      ...backend.env(),
+      ENGRAM_HOME: fg.engramHome,
+      ENGRAM_NAMESPACE: namespace,
+      ENGRAM_QUEUES: 'extract',
+      ENGRAM_WORKERS_PORT: '0',
+      ANTHROPIC_API_KEY: 'test',
+      ANTHROPIC_BASE_URL: server.url,
+      ENGRAM_MODEL_MAX_RETRIES: '0',
+      ENGRAM_LOCK_DURATION_MS: '1500',
+      ENGRAM_STALLED_INTERVAL_MS: '500',
+      LOG_LEVEL: 'warn',
+    };
+    const engine: QueueEngine = closer.add(
+      await openQueueEngine({ config: backend.config(), profile: 'worker', namespace }),
+    );
+    const producer = closer.add(new JobProducer(engine));
+    const a = spawnWorker(env);
+    const receipt = await producer.enqueue('extract', fg.extractPayload(leaf));
+    await waitUntil(() => secondTurns === 1, 'first fork to write and hang', {
+      timeoutMs: 30_000,
+      ignoreErrors: true,
+    });
+    const killed = new Promise((r) => a.once('exit', r));
+    a.kill('SIGKILL');
+    await killed;
+
+    // Other sessions save 250 newer memories meanwhile: the first attempt's file drops out of the newest 200.
+    const later = Date.now() / 1000 + 60;
+    for (let i = 0; i < 250; i++) {
+      const file = join(fg.paths.memoryDir, `project_note_${String(i).padStart(3, '0')}.md`);
+      await fs.writeFile(
+        file,
+        `---\nname: Note ${i}\ndescription: Unrelated project note ${i}\ntype: project\n---\nNote ${i}.\n`,
+      );
+      await fs.utimes(file, later + i, later + i);
+    }
+
+    spawnWorker(env);
+    const queue = producer.queue('extract');
+    await waitUntil(
+      async () => (await queue.getJob(receipt.jobId))?.finishedOn !== undefined,
+      'the retry to finish',
+      { timeoutMs: 30_000, ignoreErrors: true },
+    );
+    const job = await queue.getJob(receipt.jobId);
+    expect(await job?.getState()).toBe('completed');
+    const result = job?.returnvalue as ExtractResult;
+    expect(instructions).toHaveLength(2);
+    // The retry was told what its first attempt wrote, although the manifest window no longer held it.
+    expect(instructions[1]).toContain('Already saved by an earlier attempt');
+    expect(instructions[1]).toContain('feedback_pnpm.md');
+
+    const withFact = [];
+    for (const file of readdirSync(fg.paths.memoryDir)) {
+      if (!file.endsWith('.md') || file === 'MEMORY.md') continue;
+      if ((await fs.readFile(join(fg.paths.memoryDir, file), 'utf8')).includes('Use pnpm'))
+        withFact.push(file);
+    }
+    expect(withFact).toEqual(['feedback_pnpm.md']);
+    const index = await fs.readFile(fg.paths.memoryIndexPath, 'utf8');
+    expect(parseIndexEntries(index).filter((e) => e.file.startsWith('feedback_pnpm'))).toHaveLength(1);
+    // The receipt credits the first attempt's write once.
+    expect(result.memories).toEqual([{ path: 'feedback_pnpm.md', type: 'feedback', action: 'created' }]);
+  }, 90_000);
+});
+
 interface RestartableServer {
   /** The variables that point a worker service at this server. */
   env: Record<string, string>;

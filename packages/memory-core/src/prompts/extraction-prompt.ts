@@ -19,6 +19,11 @@ export interface ExtractionPromptOptions {
   skipIndex?: boolean;
   /** The fork's turn cap, stated to the model. Default 5. */
   maxTurns?: number;
+  /**
+   * Memory files an earlier attempt of this same extraction already wrote (it was interrupted): their facts
+   * are saved; the fork must not save them again under another name.
+   */
+  alreadyWritten?: readonly string[];
 }
 
 export function buildExtractionPrompt(opts: ExtractionPromptOptions): string {
@@ -47,6 +52,17 @@ export function buildExtractionPrompt(opts: ExtractionPromptOptions): string {
     manifest,
     '',
     'Check this list before writing: update an existing file instead of creating a duplicate.',
+    ...(opts.alreadyWritten?.length
+      ? [
+          '',
+          '## Already saved by an earlier attempt of this extraction',
+          '',
+          'This extraction was interrupted after it had written these files; what they say is saved. Do not ' +
+            'save the same facts again under another name — Read and Edit these files if anything is missing:',
+          '',
+          ...opts.alreadyWritten.map((file) => `- ${file}`),
+        ]
+      : []),
   ].join('\n');
   return [
     opener,

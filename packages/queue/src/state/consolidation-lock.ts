@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import type { StateStore } from './state-store.js';
 
 // The per-project consolidation lock (DESIGN §5 dream; claude-code-memory.md §8.5–9), rebuilt for many
@@ -51,11 +52,10 @@ export interface ConsolidationLease {
   release(outcome: { success: boolean }): Promise<boolean>;
 }
 
-export class ConsolidationLockError extends Error {
-  override readonly name = 'ConsolidationLockError';
-  readonly code = 'FENCE_REGRESSED';
+export class ConsolidationLockError extends EngramError {
   constructor(projectDir: string) {
     super(
+      'FENCE_REGRESSED',
       `The consolidation record of ${projectDir} is ahead of its fencing counter (the state store was partly ` +
         'reset?). Delete the consolidation keys of this project in the state store, then retry.',
     );

@@ -45,3 +45,61 @@ export async function tryHoldLease(
     },
   };
 }
+
+/** A lease taken in turn: held, or the caller's place in line (it defers and is woken when handed the lease). */
+export interface HeldTurnLease {
+  lease: Lease;
+  signal: AbortSignal;
+  /** Releases and hands over; `next` names the waiter the lease is now reserved for. */
+  release(): Promise<{ next?: string }>;
+}
+
+export type HeldTurn =
+  | { held: HeldTurnLease }
+  | { held?: undefined; position: number; holder: string; expiresAtMs: number };
+
+/**
+ * The FIFO form of `tryHoldLease` (one project's memory writers): takes the lease when free or reserved for
+ * `holder`, else joins the line. Releasing hands the lease to the first waiter, reserved for it for
+ * `reserveMs`; the caller wakes that waiter's job (`release()` returns its holder name).
+ */
+export async function holdLeaseInTurn(
+  store: StateStore,
+  key: string,
+  options: { ttlMs: number; holder: string; reserveMs: number; waiterTtlMs: number },
+): Promise<HeldTurn> {
+  const { holder, ttlMs } = options;
+  const turn = await store.acquireLeaseInTurn(key, holder, ttlMs, options.waiterTtlMs);
+  if (!turn.acquired) return turn;
+  const { lease } = turn;
+  const controller = new AbortController();
+  let released = false;
+  const timer = setInterval(
+    () => {
+      store.renewLease(key, holder, lease.token, ttlMs).then(
+        (ok) => {
+          if (!ok && !released) controller.abort(new Error(`lease ${key} was lost`));
+        },
+        () => {
+          // A transient store error: the next tick retries; the TTL covers two missed renewals.
+        },
+      );
+    },
+    Math.max(50, Math.floor(ttlMs / 3)),
+  );
+  timer.unref();
+  return {
+    held: {
+      lease,
+      signal: controller.signal,
+      release: async () => {
+        released = true;
+        clearInterval(timer);
+        const out = await store
+          .releaseLeaseToNext(key, holder, lease.token, options.reserveMs)
+          .catch(() => ({ released: false, next: undefined }));
+        return out.next ? { next: out.next } : {};
+      },
+    },
+  };
+}

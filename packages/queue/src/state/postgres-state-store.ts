@@ -1,7 +1,13 @@
 import { quoteSchemaName } from 'bullmq';
 import pg from 'pg';
 import { StateStoreUnavailableError } from './redis-state-store.js';
-import type { Lease, StateStore, Versioned } from './state-store.js';
+import {
+  type Lease,
+  type LeaseTurn,
+  RESERVED_HOLDER_PREFIX,
+  type StateStore,
+  type Versioned,
+} from './state-store.js';
 
 // StateStore on PostgreSQL, in the same schema as the namespace's BullMQ tables. Same contract as
 // RedisStateStore: every compound operation is one statement (INSERT … ON CONFLICT … WHERE) or one
@@ -42,9 +48,26 @@ const MIGRATIONS: StateMigration[] = [
         token bigint NOT NULL
       );`,
   },
+  {
+    version: 2,
+    name: 'lease-waiters',
+    // The line of waiters behind a lease (acquireLeaseInTurn): first come, first served by `seq`.
+    sql: (s) => `
+      CREATE TABLE ${s}.engram_waiter (
+        key       text NOT NULL,
+        holder    text NOT NULL,
+        seq       bigserial,
+        joined_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (key, holder)
+      );
+      CREATE INDEX engram_waiter_line ON ${s}.engram_waiter (key, seq);`,
+  },
 ];
 
 export const STATE_SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;
+
+/** Serialises the FIFO lease operations of one key (with hashtext(key) as the second half). */
+const LEASE_LINE_LOCK_KEY = 0x454e4753;
 
 /** Serialises concurrent migrators of the same schema (the number spells "ENGR"). */
 const STATE_MIGRATION_LOCK_KEY = 0x454e4752;
@@ -125,6 +148,7 @@ export class PostgresStateStore implements StateStore {
   private readonly kv: string;
   private readonly leases: string;
   private readonly fences: string;
+  private readonly waiters: string;
   /** Set after a successful round trip; cleared when the pool reports a lost connection. */
   private healthy = false;
   private writes = 0;
@@ -141,6 +165,7 @@ export class PostgresStateStore implements StateStore {
     this.kv = `${s}.engram_state`;
     this.leases = `${s}.engram_lease`;
     this.fences = `${s}.engram_fence`;
+    this.waiters = `${s}.engram_waiter`;
     this.pool = new pg.Pool(pool);
     // An idle client dropping (server restart) is reported here; callers see it as a failed command.
     this.pool.on('error', () => {
@@ -230,6 +255,121 @@ export class PostgresStateStore implements StateStore {
     );
     this.maybeSweep();
     return rowCount === 1;
+  }
+
+  /** Runs `work` in one transaction on one client, discarding the client if its connection broke. */
+  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken: unknown;
+    const onError = (error: Error) => {
+      broken ??= error;
+      this.healthy = false;
+    };
+    client.on('error', onError);
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      this.healthy = true;
+      return result;
+    } catch (error) {
+      broken = error;
+      if (isConnectionError(error)) this.healthy = false;
+      await client.query('ROLLBACK').catch(() => {});
+      throw error;
+    } finally {
+      client.removeListener('error', onError);
+      client.release(broken instanceof Error && isConnectionError(broken) ? broken : undefined);
+    }
+  }
+
+  async acquireLeaseInTurn(
+    key: string,
+    holder: string,
+    ttlMs: number,
+    waiterTtlMs: number,
+  ): Promise<LeaseTurn> {
+    return this.transaction(async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LEASE_LINE_LOCK_KEY, key]);
+      await client.query(
+        `DELETE FROM ${this.waiters} WHERE key = $1 AND joined_at <= now() - $2::bigint * interval '1 millisecond'`,
+        [key, waiterTtlMs],
+      );
+      const cur = await client.query<{ holder: string; expires_ms: string }>(
+        `SELECT holder, ${EXPIRES_MS} FROM ${this.leases} WHERE key = $1 AND expires_at > now()`,
+        [key],
+      );
+      const row = cur.rows[0];
+      if (row && row.holder !== `${RESERVED_HOLDER_PREFIX}${holder}`) {
+        await client.query(
+          `INSERT INTO ${this.waiters} (key, holder) VALUES ($1, $2) ON CONFLICT (key, holder) DO NOTHING`,
+          [key, holder],
+        );
+        const pos = await client.query<{ position: string }>(
+          `SELECT count(*) AS position FROM ${this.waiters}
+           WHERE key = $1 AND seq < (SELECT seq FROM ${this.waiters} WHERE key = $1 AND holder = $2)`,
+          [key, holder],
+        );
+        return {
+          acquired: false as const,
+          position: Number(pos.rows[0]?.position ?? 0),
+          holder: row.holder,
+          expiresAtMs: Number(row.expires_ms),
+        };
+      }
+      const fenced = await client.query<{ token: string }>(
+        `INSERT INTO ${this.fences} AS cur (key, token) VALUES ($1, 1)
+         ON CONFLICT (key) DO UPDATE SET token = cur.token + 1
+         RETURNING token`,
+        [key],
+      );
+      const token = fenced.rows[0]!.token;
+      const { rows } = await client.query<{ expires_ms: string }>(
+        `INSERT INTO ${this.leases} (key, holder, token, expires_at)
+         VALUES ($1, $2, $3, now() + $4::bigint * interval '1 millisecond')
+         ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, token = EXCLUDED.token,
+           expires_at = EXCLUDED.expires_at
+         RETURNING ${EXPIRES_MS}`,
+        [key, holder, token, ttlMs],
+      );
+      await client.query(`DELETE FROM ${this.waiters} WHERE key = $1 AND holder = $2`, [key, holder]);
+      return {
+        acquired: true as const,
+        lease: { holder, token: Number(token), expiresAtMs: Number(rows[0]!.expires_ms) },
+      };
+    });
+  }
+
+  async releaseLeaseToNext(
+    key: string,
+    holder: string,
+    token: number,
+    reserveMs: number,
+  ): Promise<{ released: boolean; next?: string }> {
+    return this.transaction(async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LEASE_LINE_LOCK_KEY, key]);
+      const mine = await client.query(
+        `SELECT 1 FROM ${this.leases} WHERE key = $1 AND holder = $2 AND token = $3 AND expires_at > now()`,
+        [key, holder, token],
+      );
+      if (mine.rowCount !== 1) return { released: false };
+      const next = await client.query<{ holder: string }>(
+        `DELETE FROM ${this.waiters} WHERE key = $1 AND seq = (SELECT min(seq) FROM ${this.waiters} WHERE key = $1)
+         RETURNING holder`,
+        [key],
+      );
+      const nxt = next.rows[0]?.holder;
+      if (!nxt) {
+        await client.query(`DELETE FROM ${this.leases} WHERE key = $1`, [key]);
+        return { released: true };
+      }
+      await client.query(
+        `UPDATE ${this.leases} SET holder = $2, token = 0, expires_at = now() + $3::bigint * interval '1 millisecond'
+         WHERE key = $1`,
+        [key, `${RESERVED_HOLDER_PREFIX}${nxt}`, reserveMs],
+      );
+      return { released: true, next: nxt };
+    });
   }
 
   async acquireLease(key: string, holder: string, ttlMs: number): Promise<Lease | undefined> {

@@ -1,5 +1,12 @@
+import { EngramError } from '@engram/errors/engram-error';
 import { Redis, type RedisOptions } from 'ioredis';
-import type { Lease, StateStore, Versioned } from './state-store.js';
+import {
+  type Lease,
+  type LeaseTurn,
+  RESERVED_HOLDER_PREFIX,
+  type StateStore,
+  type Versioned,
+} from './state-store.js';
 
 // StateStore on Redis: every compound operation is one Lua script, so it is atomic across any number of
 // agents and workers.
@@ -33,11 +40,43 @@ if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] or redis.call('HGET', KEYS[1
 redis.call('DEL', KEYS[1])
 return 1`;
 
-export class StateStoreUnavailableError extends Error {
-  readonly code = 'STATE_STORE_UNAVAILABLE';
+// KEYS: lease, fence, waiters (a sorted set scored by join time). ARGV: holder, ttl, waiter ttl, reserved name.
+const ACQUIRE_IN_TURN = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[3]))
+local cur = redis.call('HGET', KEYS[1], 'holder')
+if cur and cur ~= ARGV[4] then
+  redis.call('ZADD', KEYS[3], 'NX', now, ARGV[1])
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+  return {0, redis.call('ZRANK', KEYS[3], ARGV[1]), cur, redis.call('HGET', KEYS[1], 'expiresAt')}
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', token, 'expiresAt', now + tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return {1, token, now + tonumber(ARGV[2])}`;
+
+// KEYS: lease, waiters. ARGV: holder, token, reserve ms, reserved-name prefix.
+const RELEASE_TO_NEXT = `
+if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'token') ~= ARGV[2] then return {0} end
+local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if not nxt then
+  redis.call('DEL', KEYS[1])
+  return {1}
+end
+redis.call('ZREM', KEYS[2], nxt)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'holder', ARGV[4] .. nxt, 'token', 0, 'expiresAt', now + tonumber(ARGV[3]))
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1, nxt}`;
+
+export class StateStoreUnavailableError extends EngramError {
   constructor(reason: string) {
-    super(`Queue state store unavailable: ${reason}`);
-    this.name = 'StateStoreUnavailableError';
+    super('STATE_STORE_UNAVAILABLE', `Queue state store unavailable: ${reason}`, { retryable: true });
   }
 }
 
@@ -142,6 +181,54 @@ export class RedisStateStore implements StateStore {
     );
     if (holder == null || token == null || expiresAt == null) return undefined;
     return { holder, token: Number(token), expiresAtMs: Number(expiresAt) };
+  }
+
+  async acquireLeaseInTurn(
+    key: string,
+    holder: string,
+    ttlMs: number,
+    waiterTtlMs: number,
+  ): Promise<LeaseTurn> {
+    const res = (await this.redis.eval(
+      ACQUIRE_IN_TURN,
+      3,
+      this.k(`lease:${key}`),
+      this.k(`fence:${key}`),
+      this.k(`waiters:${key}`),
+      holder,
+      String(ttlMs),
+      String(waiterTtlMs),
+      `${RESERVED_HOLDER_PREFIX}${holder}`,
+    )) as [number, number | string, string?, string?];
+    if (Number(res[0]) === 1) {
+      return { acquired: true, lease: { holder, token: Number(res[1]), expiresAtMs: Number(res[2]) } };
+    }
+    return {
+      acquired: false,
+      position: Number(res[1]),
+      holder: String(res[2]),
+      expiresAtMs: Number(res[3]),
+    };
+  }
+
+  async releaseLeaseToNext(
+    key: string,
+    holder: string,
+    token: number,
+    reserveMs: number,
+  ): Promise<{ released: boolean; next?: string }> {
+    const res = (await this.redis.eval(
+      RELEASE_TO_NEXT,
+      2,
+      this.k(`lease:${key}`),
+      this.k(`waiters:${key}`),
+      holder,
+      String(token),
+      String(reserveMs),
+      RESERVED_HOLDER_PREFIX,
+    )) as [number, string?];
+    if (Number(res[0]) !== 1) return { released: false };
+    return res[1] ? { released: true, next: res[1] } : { released: true };
   }
 
   async ready(): Promise<void> {

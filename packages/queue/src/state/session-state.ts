@@ -3,8 +3,16 @@ import type { StateStore } from './state-store.js';
 // Per-session coordination state shared by every agent replica and worker (DESIGN §5): the extraction cursor,
 // the newest extraction request, and the session-memory markers the compactor reads.
 
-/** Session state outlives a session by the transcript retention period (30 days by default). */
+/**
+ * Session state outlives a session by the transcript retention period (30 days by default): every write
+ * renews its key's TTL, so it expires that long after the session's last activity, with its transcript.
+ */
 export const SESSION_STATE_TTL_MS = 30 * 24 * 3600 * 1000;
+
+/** The TTL for a retention of `days` (ENGRAM_CLEANUP_PERIOD_DAYS); 0 or less keeps the default. */
+export function sessionStateTtlMs(days: number | undefined): number {
+  return days !== undefined && days > 0 ? days * 24 * 3600 * 1000 : SESSION_STATE_TTL_MS;
+}
 
 export interface TranscriptCursor {
   leafUuid: string;
@@ -31,10 +39,18 @@ export interface ExtractReceipt {
   toSeq: number;
   /** Memory files written, relative to the memory directory. */
   memories: Array<{ path: string; type?: string; action: 'created' | 'updated' }>;
+  /** Memories written beyond the MAX_RECEIPT_MEMORIES named ones. */
+  more?: number;
   atMs: number;
 }
 
-const MAX_RECEIPTS = 20;
+/**
+ * The foreground reads only the receipts covering the leaf it waits for (the newest); a handful covers a
+ * burst of coalesced turns. Each receipt names at most MAX_RECEIPT_MEMORIES files (`more` counts the rest), so
+ * a session's receipts stay under a few KiB whatever a fork wrote.
+ */
+export const MAX_RECEIPTS = 5;
+export const MAX_RECEIPT_MEMORIES = 20;
 
 export interface SessionKey {
   transcriptDir: string;
@@ -44,11 +60,15 @@ export interface SessionKey {
 export class SessionState {
   private readonly scope: string;
 
+  private readonly ttlMs: number;
+
   constructor(
     private readonly store: StateStore,
     key: SessionKey,
+    options: { ttlMs?: number } = {},
   ) {
     this.scope = `session:${key.transcriptDir}:${key.sessionId}`;
+    this.ttlMs = options.ttlMs ?? SESSION_STATE_TTL_MS;
   }
 
   async extractCursor(): Promise<TranscriptCursor | undefined> {
@@ -57,22 +77,12 @@ export class SessionState {
 
   /** Moves the extraction cursor forward to `cursor`; a stale or repeated advance is a no-op (false). */
   advanceExtractCursor(cursor: TranscriptCursor): Promise<boolean> {
-    return this.store.setIfNewer(
-      `${this.scope}:extract-cursor`,
-      cursor.leafSeq,
-      cursor,
-      SESSION_STATE_TTL_MS,
-    );
+    return this.store.setIfNewer(`${this.scope}:extract-cursor`, cursor.leafSeq, cursor, this.ttlMs);
   }
 
   /** Records the newest leaf an extraction was requested for, so a waiting job covers it (newest wins). */
   noteExtractRequested(cursor: TranscriptCursor): Promise<boolean> {
-    return this.store.setIfNewer(
-      `${this.scope}:extract-requested`,
-      cursor.leafSeq,
-      cursor,
-      SESSION_STATE_TTL_MS,
-    );
+    return this.store.setIfNewer(`${this.scope}:extract-requested`, cursor.leafSeq, cursor, this.ttlMs);
   }
 
   async latestExtractRequest(): Promise<TranscriptCursor | undefined> {
@@ -87,7 +97,7 @@ export class SessionState {
     // Markers are written only by the single session-memory worker holding the session's lease, or by the
     // foreground for `initialized`; read-modify-write is safe under that discipline.
     const next = { ...(await this.sessionMemory()), ...patch };
-    await this.store.setJson(`${this.scope}:session-memory`, next, SESSION_STATE_TTL_MS);
+    await this.store.setJson(`${this.scope}:session-memory`, next, this.ttlMs);
     return next;
   }
 
@@ -98,8 +108,23 @@ export class SessionState {
 
   async recordExtractReceipt(receipt: ExtractReceipt): Promise<void> {
     // Written only by the session's single active extraction (one per session), so read-modify-write is safe.
-    const next = [...(await this.extractReceipts()), receipt].slice(-MAX_RECEIPTS);
-    await this.store.setJson(`${this.scope}:extract-receipts`, next, SESSION_STATE_TTL_MS);
+    const capped: ExtractReceipt =
+      receipt.memories.length > MAX_RECEIPT_MEMORIES
+        ? {
+            ...receipt,
+            memories: receipt.memories.slice(0, MAX_RECEIPT_MEMORIES),
+            more: (receipt.more ?? 0) + receipt.memories.length - MAX_RECEIPT_MEMORIES,
+          }
+        : receipt;
+    const next = [...(await this.extractReceipts()), capped].slice(-MAX_RECEIPTS);
+    await this.store.setJson(`${this.scope}:extract-receipts`, next, this.ttlMs);
+  }
+
+  /** Every key this session's state may occupy (for its cost, and for tests). */
+  get keys(): string[] {
+    return ['extract-cursor', 'extract-requested', 'session-memory', 'extract-receipts'].map(
+      (k) => `${this.scope}:${k}`,
+    );
   }
 
   /** The lease key serialising session-memory updates for this session. */

@@ -18,6 +18,57 @@ describe.each(TEST_BACKENDS)('%s state store', (kind, backend) => {
     return worker.state;
   }
 
+  it('hands a lease over in FIFO order: waiters keep their place, the lease is reserved for the next one', async () => {
+    const s = await store();
+    const a = await s.acquireLeaseInTurn('w', 'a', 5_000, 60_000);
+    expect(a.acquired).toBe(true);
+    // b, c, d queue up behind a; asking again keeps one's place.
+    const b = await s.acquireLeaseInTurn('w', 'b', 5_000, 60_000);
+    const c = await s.acquireLeaseInTurn('w', 'c', 5_000, 60_000);
+    expect(b).toMatchObject({ acquired: false, position: 0, holder: 'a' });
+    expect(c).toMatchObject({ acquired: false, position: 1 });
+    expect(await s.acquireLeaseInTurn('w', 'b', 5_000, 60_000)).toMatchObject({
+      acquired: false,
+      position: 0,
+    });
+    await s.acquireLeaseInTurn('w', 'd', 5_000, 60_000);
+    // Released by a: reserved for b, so c (or a newcomer) cannot take it.
+    const lease = a.acquired ? a.lease : undefined;
+    expect(await s.releaseLeaseToNext('w', 'a', lease!.token, 2_000)).toEqual({ released: true, next: 'b' });
+    expect(await s.acquireLeaseInTurn('w', 'e', 5_000, 60_000)).toMatchObject({
+      acquired: false,
+      holder: 'reserved:b',
+      position: 2,
+    });
+    expect(await s.acquireLease('w', 'z', 5_000)).toBeUndefined();
+    const b2 = await s.acquireLeaseInTurn('w', 'b', 5_000, 60_000);
+    expect(b2.acquired).toBe(true);
+    const bLease = b2.acquired ? b2.lease : undefined;
+    expect(bLease!.token).toBeGreaterThan(lease!.token);
+    // A stale holder cannot release a lease it lost.
+    expect(await s.releaseLeaseToNext('w', 'a', lease!.token, 2_000)).toEqual({ released: false });
+    // A reservation nobody claims (c's job is gone) expires: then anyone may take the lease.
+    expect(await s.releaseLeaseToNext('w', 'b', bLease!.token, 100)).toEqual({ released: true, next: 'c' });
+    await sleep(250);
+    const z = await s.acquireLeaseInTurn('w', 'z', 5_000, 60_000);
+    expect(z.acquired).toBe(true);
+    if (!z.acquired) return;
+    // The line goes on where it was: d, then e.
+    expect(await s.releaseLeaseToNext('w', 'z', z.lease.token, 2_000)).toEqual({ released: true, next: 'd' });
+  });
+
+  it('a dead holder frees the line when its lease expires; the line is empty again after the last waiter', async () => {
+    const s = await store();
+    await s.acquireLeaseInTurn('dead', 'x', 150, 60_000);
+    expect((await s.acquireLeaseInTurn('dead', 'y', 5_000, 60_000)).acquired).toBe(false);
+    await sleep(300);
+    const y = await s.acquireLeaseInTurn('dead', 'y', 5_000, 60_000);
+    expect(y.acquired).toBe(true);
+    if (!y.acquired) return;
+    expect(await s.releaseLeaseToNext('dead', 'y', y.lease.token, 2_000)).toEqual({ released: true });
+    expect(await s.getLease('dead')).toBeUndefined();
+  });
+
   it('moves a versioned value only forward', async () => {
     const s = await store();
     expect(await s.setIfNewer('c', 5, { at: 5 })).toBe(true);

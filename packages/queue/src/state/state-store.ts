@@ -14,6 +14,20 @@ export interface Lease {
   expiresAtMs: number;
 }
 
+/** What `acquireLeaseInTurn` found: the lease, or the caller's place in the line behind its holder. */
+export type LeaseTurn =
+  | { acquired: true; lease: Lease }
+  | {
+      acquired: false;
+      /** 0-based position among the waiters (0: the lease is handed to this holder next). */
+      position: number;
+      holder: string;
+      expiresAtMs: number;
+    };
+
+/** Prefix of a lease's holder while it is reserved for the waiter it was handed to. */
+export const RESERVED_HOLDER_PREFIX = 'reserved:';
+
 export interface StateStore {
   readonly engine: 'redis' | 'postgres';
   getJson<T>(key: string): Promise<T | undefined>;
@@ -31,6 +45,22 @@ export interface StateStore {
   /** Releases the lease if `holder` + `token` still hold it. */
   releaseLease(key: string, holder: string, token: number): Promise<boolean>;
   getLease(key: string): Promise<Lease | undefined>;
+  /**
+   * The FIFO form of `acquireLease`: takes the lease when nobody holds it or when it is reserved for `holder`;
+   * otherwise puts `holder` in the key's line of waiters (keeping its place when it is already there; a waiter
+   * not seen for `waiterTtlMs` drops out) and says where it stands.
+   */
+  acquireLeaseInTurn(key: string, holder: string, ttlMs: number, waiterTtlMs: number): Promise<LeaseTurn>;
+  /**
+   * Releases the lease if `holder` + `token` still hold it and hands it to the first waiter: the lease is then
+   * reserved for that waiter for `reserveMs` (nobody else can take it meanwhile). Returns that waiter.
+   */
+  releaseLeaseToNext(
+    key: string,
+    holder: string,
+    token: number,
+    reserveMs: number,
+  ): Promise<{ released: boolean; next?: string }>;
   /**
    * Resolves when the store can take commands. While a first connection is being made it waits; when an
    * established connection has been lost it rejects at once (producers must not wait out an outage).

@@ -1,0 +1,159 @@
+import { promises as fs, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { NOT_READ_MESSAGE } from '@engram/agent-runtime/tools/file-state';
+import type { ExtractResult } from '@engram/queue/jobs/extract';
+import { JobProducer } from '@engram/queue/producer';
+import { SessionState } from '@engram/queue/state/session-state';
+import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { waitForFinishedJob } from '@engram/testkit/wait';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { WorkerService } from '../service.js';
+import { WORKER_TEST_BACKENDS } from '../testing/backends.test-helpers.js';
+import { createForeground, isExtractionRequest, lastUserText } from '../testing/foreground.test-helpers.js';
+import { startTestWorkerService } from '../testing/service.test-helpers.js';
+
+// Receipts and `engram_memories_written_total` come from the files on disk (content hashes before and after
+// the fork), never from the writes a fork set out to make: a refused Write is no saved memory.
+
+let server: ModelServer;
+const closer = new Closer();
+beforeAll(async () => {
+  server = await startModelServer();
+});
+afterEach(async () => {
+  await closer.closeAll();
+  server.reset();
+});
+afterAll(() => server.close());
+
+const memory = (name: string, body: string) =>
+  `---\nname: ${name}\ndescription: ${name} for this repository\ntype: feedback\n---\n${body}\n`;
+
+async function written(service: WorkerService, action: string): Promise<number> {
+  const metric = await service.metrics.memoriesWritten.get();
+  return metric.values.find((v) => v.labels.queue === 'extract' && v.labels.action === action)?.value ?? 0;
+}
+
+describe.each(WORKER_TEST_BACKENDS)('extraction receipts on %s', (_kind, backend) => {
+  it('a Write refused with "File has not been read yet" is no saved memory: not in the receipt, not counted', async () => {
+    const fg = createForeground(server);
+    mkdirSync(fg.paths.memoryDir, { recursive: true });
+    const existing = memory('Use pnpm', 'Use pnpm.');
+    writeFileSync(join(fg.paths.memoryDir, 'feedback_pnpm.md'), existing);
+    writeFileSync(fg.paths.memoryIndexPath, '- [Use pnpm](feedback_pnpm.md) — pnpm, never npm\n');
+    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Noted.')]);
+    const results: string[] = [];
+    server.route(
+      'extract',
+      (r) => isExtractionRequest(r.body),
+      (r): ScriptStep => {
+        if (lastUserText(r.body).includes('You are now the memory extraction subagent')) {
+          // Overwrites an existing memory without reading it first: the Write tool refuses.
+          return reply(
+            text('Updating.'),
+            toolUse('Write', {
+              file_path: join(fg.paths.memoryDir, 'feedback_pnpm.md'),
+              content: memory('Use pnpm', 'Use pnpm 9.'),
+            }),
+          );
+        }
+        results.push(JSON.stringify(r.body.messages.at(-1)));
+        return textReply('Done.');
+      },
+    );
+    const leaf = await fg.turn('we are on pnpm 9 now');
+    const service = await startTestWorkerService({
+      modelUrl: server.url,
+      engramHome: fg.engramHome,
+      queues: 'extract',
+      closer,
+      backendEnv: backend.env(),
+      namespace: (() => {
+        const ns = uniquePrefix('receipt');
+        backend.cleanUpAfter(ns, closer);
+        return ns;
+      })(),
+    });
+    const producer = closer.add(new JobProducer(service.engine));
+    const receipt = await producer.enqueue('extract', fg.extractPayload(leaf));
+    const job = await waitForFinishedJob(producer.queue('extract'), receipt.jobId);
+    const result = job.returnvalue as ExtractResult;
+
+    expect(results.join('\n')).toContain(NOT_READ_MESSAGE);
+    expect(result.outcome).toBe('extracted');
+    expect(result.memories).toEqual([]);
+    expect(await fs.readFile(join(fg.paths.memoryDir, 'feedback_pnpm.md'), 'utf8')).toBe(existing);
+    expect(await written(service, 'updated')).toBe(0);
+    expect(await written(service, 'created')).toBe(0);
+    // What the foreground shows ("Saved N memories" comes from these receipts) names no memory.
+    const receipts = await new SessionState(service.engine.state, fg.extractPayload(leaf)).extractReceipts();
+    expect(receipts).toHaveLength(1);
+    expect(receipts[0]!.memories).toEqual([]);
+  });
+
+  it('credits exactly what changed on disk: a created file, an updated file, not an identical rewrite', async () => {
+    const fg = createForeground(server);
+    mkdirSync(fg.paths.memoryDir, { recursive: true });
+    const same = memory('Tabs', 'Indent with tabs.');
+    const old = memory('Node', 'Node 20.');
+    writeFileSync(join(fg.paths.memoryDir, 'feedback_tabs.md'), same);
+    writeFileSync(join(fg.paths.memoryDir, 'project_node.md'), old);
+    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Noted.')]);
+    let step = 0;
+    server.route(
+      'extract',
+      (r) => isExtractionRequest(r.body),
+      (): ScriptStep => {
+        step++;
+        if (step === 1) {
+          return reply(
+            text('Reading.'),
+            toolUse('Read', { file_path: join(fg.paths.memoryDir, 'feedback_tabs.md') }),
+            toolUse('Read', { file_path: join(fg.paths.memoryDir, 'project_node.md') }),
+          );
+        }
+        if (step === 2) {
+          return reply(
+            text('Writing.'),
+            // Same bytes: no change on disk, so no "updated".
+            toolUse('Write', { file_path: join(fg.paths.memoryDir, 'feedback_tabs.md'), content: same }),
+            toolUse('Write', {
+              file_path: join(fg.paths.memoryDir, 'project_node.md'),
+              content: memory('Node', 'Node 22.'),
+            }),
+            toolUse('Write', {
+              file_path: join(fg.paths.memoryDir, 'user_role.md'),
+              content: memory('Role', 'Backend engineer.'),
+            }),
+          );
+        }
+        return textReply('Saved.');
+      },
+      { sticky: true },
+    );
+    const leaf = await fg.turn('we moved to node 22; I am a backend engineer');
+    const ns = uniquePrefix('receipt');
+    backend.cleanUpAfter(ns, closer);
+    const service = await startTestWorkerService({
+      modelUrl: server.url,
+      engramHome: fg.engramHome,
+      queues: 'extract',
+      closer,
+      backendEnv: backend.env(),
+      namespace: ns,
+    });
+    const producer = closer.add(new JobProducer(service.engine));
+    const receipt = await producer.enqueue('extract', fg.extractPayload(leaf));
+    const job = await waitForFinishedJob(producer.queue('extract'), receipt.jobId);
+    const result = job.returnvalue as ExtractResult;
+    expect(result.outcome).toBe('extracted');
+    expect(result.memories).toEqual([
+      { path: 'user_role.md', type: 'feedback', action: 'created' },
+      { path: 'project_node.md', type: 'feedback', action: 'updated' },
+    ]);
+    expect(await written(service, 'created')).toBe(1);
+    expect(await written(service, 'updated')).toBe(1);
+  });
+});

@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { EngramError, errorCode, isEngramError } from './engram-error.js';
+
+class LeaseLostError extends EngramError {
+  constructor(key: string) {
+    super('LEASE_LOST', `lease ${key} was lost; the job will be retried`, { retryable: true });
+  }
+}
+
+describe('EngramError', () => {
+  it('carries code and retryable as fields, and the subclass name', () => {
+    const error = new LeaseLostError('project-writer:p');
+    expect(error).toBeInstanceOf(Error);
+    expect(isEngramError(error)).toBe(true);
+    expect(error.name).toBe('LeaseLostError');
+    expect(error.code).toBe('LEASE_LOST');
+    expect(error.retryable).toBe(true);
+    expect(error.message).not.toContain('LEASE_LOST');
+    expect(JSON.parse(JSON.stringify(error))).toEqual({
+      name: 'LeaseLostError',
+      code: 'LEASE_LOST',
+      retryable: true,
+      message: 'lease project-writer:p was lost; the job will be retried',
+    });
+  });
+
+  it('is not retryable unless it says so, and keeps its cause', () => {
+    const cause = new Error('ENOENT');
+    const error = new EngramError('TRANSCRIPT_MISSING', 'no transcript', { cause });
+    expect(error.retryable).toBe(false);
+    expect(error.cause).toBe(cause);
+  });
+
+  it('errorCode reads the code of Node system errors too', () => {
+    expect(errorCode(Object.assign(new Error('x'), { code: 'ENOENT' }))).toBe('ENOENT');
+    expect(errorCode(new Error('plain'))).toBeUndefined();
+    expect(errorCode(undefined)).toBeUndefined();
+  });
+});

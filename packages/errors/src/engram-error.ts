@@ -1,0 +1,36 @@
+// The one error base every Engram package may throw: a stable machine-readable `code` (a field, never text
+// to be parsed out of the message), whether trying again can help (`retryable`), and a message that says what
+// to do. This package imports nothing, so the lowest layers (fs-atomic, queue) can depend on it too.
+
+export interface EngramErrorOptions {
+  /** Whether the same operation may succeed if tried again later (an outage, a busy resource). */
+  retryable?: boolean;
+  cause?: unknown;
+}
+
+export class EngramError extends Error {
+  readonly code: string;
+  readonly retryable: boolean;
+
+  constructor(code: string, message: string, options: EngramErrorOptions = {}) {
+    super(message, options.cause !== undefined ? { cause: options.cause } : undefined);
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+    this.name = new.target.name;
+  }
+
+  /** The fields a log line or an API error body carries. */
+  toJSON(): { name: string; code: string; retryable: boolean; message: string } {
+    return { name: this.name, code: this.code, retryable: this.retryable, message: this.message };
+  }
+}
+
+export function isEngramError(error: unknown): error is EngramError {
+  return error instanceof EngramError;
+}
+
+/** The code of any error that carries one (an EngramError, a Node system error), else undefined. */
+export function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
