@@ -136,14 +136,16 @@ function useOption(
   given: string,
   value: Arg | undefined,
 ): void {
-  if (def.deny !== undefined) no(`${given}: ${def.deny}`);
+  const typed = given.split('=')[0]!;
+  const label = typed === `--${def.name}` || typed.length === 2 ? given : `${given} (--${def.name})`;
+  if (def.deny !== undefined) no(`${label}: ${def.deny}`);
   if (value?.multi === true && !table.allSafe) {
     // `-k *`: the words after the first become further arguments of unknown shape.
     no(`${given} is given a pattern that may expand to several words`);
   }
   if (def.check) {
     const why = def.check(value);
-    if (why !== undefined) no(`${given}: ${why}`);
+    if (why !== undefined) no(`${label}: ${why}`);
   }
   out.push(value === undefined ? { def, given } : { def, given, value });
 }

@@ -78,7 +78,11 @@ const SEPARATORS: Record<string, ReadonlySet<string>> = {
 const REDIRECT_OPS = new Set(['>', '>>', '>|', '&>', '&>>', '<', '>&', '<&', '>&-', '<&-']);
 
 export function parseBashLine(source: string): ParsedLine {
-  if (/[\0-\x08\x0b-\x1f\x7f]/.test(source)) refuse('control character in the command line');
+  for (const ch of source) {
+    const code = ch.charCodeAt(0);
+    if ((code < 0x20 && ch !== '\t' && ch !== '\n') || code === 0x7f)
+      refuse('control character in the command line');
+  }
   if (source.includes('\\\n')) refuse('line continuation');
   const tree = parser.parse(source);
   if (!tree) refuse('the parser gave no tree');
@@ -126,7 +130,7 @@ export function parseBashLine(source: string): ParsedLine {
           comment(node);
           return;
         default:
-          return refuse(describeNode(node.type));
+          refuse(describeNode(node.type));
       }
     };
 
@@ -158,7 +162,8 @@ export function parseBashLine(source: string): ParsedLine {
             redirect(child);
             break;
           case 'heredoc_redirect':
-            return refuse('heredoc');
+            refuse('heredoc');
+            break;
           case 'comment':
             comment(child);
             break;
@@ -175,10 +180,10 @@ export function parseBashLine(source: string): ParsedLine {
     const assignment = (node: Node): { name: string; value: Arg } => {
       const kids = node.children.filter((c): c is Node => c !== null);
       const [name, eq, value, ...rest] = kids;
-      if (!name || name.type !== 'variable_name' || eq?.type !== '=' || rest.length > 0)
+      if (name?.type !== 'variable_name' || eq?.type !== '=' || rest.length > 0)
         return refuse('unusual assignment');
-      cover(name);
-      cover(eq);
+      cover(name!);
+      cover(eq!);
       return {
         name: name.text,
         value: value ? argument(value) : { text: '', exact: true, multi: false, dashSafe: true },

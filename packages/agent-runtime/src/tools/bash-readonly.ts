@@ -9,7 +9,7 @@
 // parser cannot see through makes the answer "not read-only". A false "no" costs a prompt or a denied call;
 // a false "yes" would be a bug.
 
-import { OptionRefusal, type OptionTable, optionTable as t, parseOptions } from './bash-options.js';
+import { OptionRefusal, type OptionTable, parseOptions, optionTable as t } from './bash-options.js';
 import { type Arg, parseBashLine, type Redirect, type SimpleCommand, Unanalysable } from './bash-parse.js';
 
 class NotReadOnly extends Error {
@@ -50,16 +50,19 @@ function checkRedirect(r: Redirect): void {
     case '>&':
       if (target?.exact && /^(\d+|-)$/.test(target.text)) return; // 2>&1, >&2, <&0
       if (r.op === '>&' && target?.exact && target.text === '/dev/null') return;
-      return deny('writes through a redirection');
+      deny('writes through a redirection');
+      return;
     case '>':
     case '>>':
     case '>|':
     case '&>':
     case '&>>':
       if (target?.exact && target.text === '/dev/null') return;
-      return deny('writes through a redirection');
+      deny('writes through a redirection');
+      return;
     default:
-      return deny(`redirection ${r.op}`);
+      deny(`redirection ${r.op}`);
+      return;
   }
 }
 
