@@ -195,6 +195,7 @@ const ATTACKS: Record<string, string[]> = {
     'git submodule update',
     'git symbolic-ref HEAD refs/heads/x',
     'git symbolic-ref -d HEAD',
+    'git symbolic-ref HEAD*',
     'git tag -v v1',
     'git verify-commit HEAD',
     'git branch x',

@@ -1003,7 +1003,8 @@ const GIT: Record<string, Check> = {
       }),
       args,
     );
-    if (parsed.operands.length !== 1) deny('git symbolic-ref NAME REF changes a ref');
+    if (parsed.operands.length !== 1 || parsed.operands[0]!.multi)
+      deny('git symbolic-ref NAME REF changes a ref');
   },
   config: gitConfig,
   var: (args) => {
