@@ -305,7 +305,10 @@ const TREE = t(
   { deny: { '-o': 'writes its output to a file', '-R': 'writes 00Tree.html files' } },
 );
 
-/** `file -C` compiles a magic file (writes `*.mgc`); `-S`/`--no-sandbox` lifts file's own seccomp jail. */
+/**
+ * `file -C` compiles a magic file (writes `*.mgc`); `-S`/`--no-sandbox` lifts file's own seccomp jail; `-z`
+ * runs decompression programs.
+ */
 const FILE = t(
   'vm:zZbce:f:F:iklLhnN0pP:rsSCd',
   'help version magic-file= uncompress uncompress-noreport brief checking-printout exclude= exclude-quiet= ' +
@@ -317,11 +320,15 @@ const FILE = t(
       '--compile': 'writes a compiled magic file',
       '-S': 'disables its sandbox',
       '--no-sandbox': 'disables its sandbox',
+      '-z': 'runs decompression programs',
+      '-Z': 'runs decompression programs',
+      '--uncompress': 'runs decompression programs',
+      '--uncompress-noreport': 'runs decompression programs',
     },
   },
 );
 
-/** ripgrep: `--pre` runs a program per file; `--hostname-bin` runs a program. */
+/** ripgrep: `--pre` runs a program per file; `--hostname-bin` and `-z` (decompressors) run programs. */
 const RG = t(
   'A:B:bC:cd:E:e:f:Fg:HhiIj:LlM:m:NnopqRr:SsT:t:uUVvwxz0a',
   'after-context= auto-hybrid-regex before-context= binary block-buffered byte-offset case-sensitive color= ' +
@@ -342,6 +349,8 @@ const RG = t(
       '--pre': 'runs a program on every file',
       '--pre-glob': 'belongs to --pre, which runs a program',
       '--hostname-bin': 'runs a program',
+      '-z': 'runs decompression programs',
+      '--search-zip': 'runs decompression programs',
     },
   },
 );
@@ -1046,7 +1055,10 @@ function gitConfig(args: Arg[]): void {
 }
 
 function gitCheck(args: Arg[]): void {
-  if (args.some((a) => !a.exact && !a.dashSafe)) deny('a pattern that may expand to a git option');
+  // After `--` every word is a path to git, whatever it expands to.
+  const end = args.findIndex((a) => a.exact && a.text === '--');
+  const optionWords = end < 0 ? args : args.slice(0, end);
+  if (optionWords.some((a) => !a.exact && !a.dashSafe)) deny('a pattern that may expand to a git option');
   let k = 0;
   for (; k < args.length; k++) {
     const a = args[k]!;
