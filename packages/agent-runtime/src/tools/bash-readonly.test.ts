@@ -192,12 +192,12 @@ const READ_ONLY = [
   'git rev-parse --show-toplevel',
   'git ls-files',
   'git blame README.md',
-  'git -C /repo --no-pager log',
+  'git --no-pager log',
   'git config --get user.name',
   'git stash list',
   'git worktree list',
   'echo hello',
-  'echo "$HOME"',
+  'echo "HOME is where the heart is"',
   'ls > /dev/null 2>&1',
   'ls 2>/dev/null',
   'grep foo file >&2',
@@ -260,10 +260,14 @@ describe('isReadOnlyBashCommand', () => {
   it('explains why a command is refused', () => {
     expect(explainBashCommand('echo hi > out.txt')).toBe('writes through a redirection');
     expect(explainBashCommand('rm x')).toBe('`rm` is not a known read-only command');
-    expect(explainBashCommand('sed -i s/a/b/ f')).toBe(
-      '`sed` is used with arguments that may write or execute',
+    expect(explainBashCommand('sed -i s/a/b/ f')).toMatch(
+      /^`sed` is used with arguments that may write or execute \(-i: edits files in place\)$/,
     );
     expect(explainBashCommand('echo $(ls)')).toMatch(/^cannot be analysed: command substitution/);
+    // Stricter than the hand-written lexer on purpose: no expansion of any kind is analysed, and git may not
+    // be pointed at another repository.
+    expect(explainBashCommand('echo "$HOME"')).toMatch(/^cannot be analysed/);
+    expect(explainBashCommand('git -C /repo --no-pager log')).toMatch(/-C runs in another directory/);
     expect(explainBashCommand('   ')).toBe('empty command');
   });
 

@@ -3,15 +3,22 @@ import { relative, sep } from 'node:path';
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { resolveToolPath } from './file-state.js';
-import { looksBinary } from './read.js';
+import { locateRipgrep, runRipgrep } from './ripgrep.js';
 import { defineTool, ToolError } from './tool.js';
-import { walkFiles } from './walk.js';
 
-// Grep: a ripgrep-shaped search in pure Node (JavaScript regular expressions). Input names follow Claude
-// Code's Grep tool so models use it without instructions.
+// Grep: ripgrep (ripgrep.ts finds the binary and runs it without a shell, time- and size-bounded). Input
+// names and output format follow Claude Code's Grep tool so models use it without instructions. ripgrep
+// honours .gitignore / .ignore / .rgignore, skips binary files, and its regex engine runs in linear time,
+// so a model-supplied pattern cannot stall the worker; the wall-clock bound covers huge trees.
 
-/** Files larger than this are skipped (ripgrep would search them; a tool call should not stall on them). */
+/** Files larger than this are skipped (a tool call should not stall on them). */
 export const MAX_GREP_FILE_BYTES = 20 * 1024 * 1024;
+/** Wall-clock bound of one search; past it rg is killed and what it found so far is returned. */
+export const GREP_TIMEOUT_MS = 30_000;
+/** rg output kept; past it rg is stopped and the result says it is incomplete. */
+export const MAX_GREP_OUTPUT_BYTES = 16 * 1024 * 1024;
+/** Directories never searched, as the old walker did (ripgrep also skips hidden VCS dirs by .gitignore). */
+const EXCLUDED_DIRECTORIES = ['.git', '.hg', '.svn', '.jj', 'node_modules'];
 /** Like Claude Code's `rg --max-columns 500`: very long lines (minified code) are cut. */
 export const MAX_GREP_LINE_CHARS = 500;
 
@@ -105,10 +112,176 @@ function cutLine(line: string): string {
   return line.length > MAX_GREP_LINE_CHARS ? `${line.slice(0, MAX_GREP_LINE_CHARS)} [...]` : line;
 }
 
+export interface GrepRunOptions {
+  timeoutMs?: number;
+  maxOutputBytes?: number;
+  env?: NodeJS.ProcessEnv;
+}
+
+interface RgText {
+  text?: string;
+  bytes?: string;
+}
+interface RgEvent {
+  type: 'begin' | 'match' | 'context' | 'end' | 'summary';
+  data: { path?: RgText; lines?: RgText; line_number?: number | null };
+}
+
+function rgText(t: RgText | undefined): string {
+  if (!t) return '';
+  if (t.text !== undefined) return t.text;
+  return t.bytes !== undefined ? Buffer.from(t.bytes, 'base64').toString('utf8') : '';
+}
+
+/** Runs one Grep call through ripgrep. Exported with its bounds so tests can exercise them. */
+export async function runGrep(
+  input: GrepInput,
+  ctx: { cwd: string; signal?: AbortSignal },
+  options: GrepRunOptions = {},
+): Promise<{ content: string }> {
+  const root = resolveToolPath(ctx.cwd, input.path ?? '.');
+  let rootIsFile: boolean;
+  try {
+    rootIsFile = (await fs.stat(root)).isFile();
+  } catch {
+    throw new ToolError('not_found', `Path does not exist: ${input.path ?? root}`);
+  }
+  const filter = fileFilter(input.glob, input.type); // also rejects an unknown type
+  const rg = await locateRipgrep(options.env ?? process.env);
+  const mode = input.output_mode ?? 'files_with_matches';
+  const showNumbers = input['-n'] ?? true;
+  const before = input['-B'] ?? input['-C'] ?? 0;
+  const after = input['-A'] ?? input['-C'] ?? 0;
+  const limit = input.head_limit ?? Number.POSITIVE_INFINITY;
+  const display = (abs: string) => {
+    const rel = relative(ctx.cwd, abs);
+    return toPosix(rel.startsWith('..') || rel === '' ? abs : rel);
+  };
+
+  const args = ['--hidden', '--no-messages', `--max-filesize=${MAX_GREP_FILE_BYTES}`];
+  for (const d of EXCLUDED_DIRECTORIES) args.push(`--glob=!${d}`);
+  if (input['-i']) args.push('--ignore-case');
+  if (input.multiline) args.push('--multiline', '--multiline-dotall');
+  // glob and type narrow rg's walk; `filter` below applies them with the tool's own (AND) semantics.
+  if (input.glob) for (const g of input.glob.split(/\s+/).filter(Boolean)) args.push(`--glob=${g}`);
+  if (input.type) {
+    args.push('--type-clear=engram');
+    for (const g of FILE_TYPES[input.type]!) args.push(`--type-add=engram:${g}`);
+    args.push('--type=engram');
+  }
+  if (mode === 'files_with_matches') args.push('--files-with-matches', '--null');
+  else {
+    args.push('--json', '--sort=path');
+    if (mode === 'content') args.push(`--before-context=${before}`, `--after-context=${after}`);
+  }
+  args.push(`--regexp=${input.pattern}`, '--', root);
+
+  const run = await runRipgrep(rg, args, {
+    cwd: ctx.cwd,
+    timeoutMs: options.timeoutMs ?? GREP_TIMEOUT_MS,
+    maxOutputBytes: options.maxOutputBytes ?? MAX_GREP_OUTPUT_BYTES,
+    ...(ctx.signal ? { signal: ctx.signal } : {}),
+  });
+  if (run.code === 2 && run.stdout === '') {
+    const message = run.stderr.trim();
+    if (/regex parse error|error parsing regex|regex.*(too big|size limit)/i.test(message)) {
+      throw new ToolError('invalid_pattern', `Invalid regular expression: ${message}`);
+    }
+    throw new ToolError('grep_failed', `ripgrep failed: ${message || 'exit status 2'}`);
+  }
+  const notes: string[] = [];
+  if (run.timedOut) {
+    const ms = options.timeoutMs ?? GREP_TIMEOUT_MS;
+    const after = ms >= 1000 ? `${Math.round(ms / 1000)}s` : `${ms} ms`;
+    notes.push(`[Search stopped after ${after}: results are incomplete; narrow path, glob or type]`);
+  }
+  if (run.truncated)
+    notes.push('[Search output exceeded its cap: results are incomplete; narrow the search]');
+  const withNotes = (content: string) => ({
+    content: notes.length > 0 ? `${content}\n\n${notes.join('\n')}` : content,
+  });
+  const keep = (abs: string) => rootIsFile || filter(toPosix(relative(root, abs)));
+
+  if (mode === 'files_with_matches') {
+    const paths = run.stdout.split('\0').filter((p) => p.length > 0 && keep(p));
+    const matched = await Promise.all(
+      paths.map(async (path) => ({ path, mtimeMs: (await fs.stat(path).catch(() => null))?.mtimeMs ?? 0 })),
+    );
+    if (matched.length === 0) return withNotes('No files found');
+    matched.sort((a, b) => b.mtimeMs - a.mtimeMs || (a.path < b.path ? -1 : 1));
+    const shown = matched.slice(0, limit).map((m) => display(m.path));
+    return withNotes(
+      `Found ${matched.length} file${matched.length === 1 ? '' : 's'}${shown.length < matched.length ? ` (showing first ${shown.length})` : ''}\n${shown.join('\n')}`,
+    );
+  }
+
+  // content and count: rg's JSON event stream, one file after another (sorted by path).
+  const files: Array<{ path: string; lines: Map<number, { text: string; match: boolean }> }> = [];
+  let current: (typeof files)[number] | undefined;
+  for (const line of run.stdout.split('\n')) {
+    if (!line) continue;
+    let event: RgEvent;
+    try {
+      event = JSON.parse(line) as RgEvent;
+    } catch {
+      continue;
+    }
+    if (event.type === 'begin') {
+      const path = rgText(event.data.path);
+      current = keep(path) ? { path, lines: new Map() } : undefined;
+      if (current) files.push(current);
+    } else if ((event.type === 'match' || event.type === 'context') && current) {
+      const first = event.data.line_number ?? 0;
+      const text = rgText(event.data.lines).replace(/\r?\n$/, '');
+      text.split(/\r?\n/).forEach((t, i) => {
+        const n = first + i;
+        const seen = current!.lines.get(n);
+        current!.lines.set(n, { text: t, match: event.type === 'match' || seen?.match === true });
+      });
+    }
+  }
+  const matchedFiles = files.filter((f) => [...f.lines.values()].some((l) => l.match));
+
+  if (mode === 'count') {
+    if (matchedFiles.length === 0) return withNotes('No matches found');
+    let total = 0;
+    const counts = matchedFiles.map((f) => {
+      const n = [...f.lines.values()].filter((l) => l.match).length;
+      total += n;
+      return `${display(f.path)}:${n}`;
+    });
+    const shown = counts.slice(0, limit);
+    return withNotes(
+      `${shown.join('\n')}\n\nFound ${total} total occurrence${total === 1 ? '' : 's'} across ${counts.length} file${counts.length === 1 ? '' : 's'}.`,
+    );
+  }
+
+  const content: string[] = [];
+  for (const f of matchedFiles) {
+    const prefix = rootIsFile ? '' : display(f.path);
+    const numbers = [...f.lines.keys()].sort((a, b) => a - b);
+    let last = -2;
+    for (const n of numbers) {
+      const l = f.lines.get(n)!;
+      if (last >= 0 && n > last + 1 && (before > 0 || after > 0)) content.push('--');
+      const marker = l.match ? ':' : '-';
+      const parts = [prefix, showNumbers ? String(n) : ''].filter(Boolean);
+      const head = parts.length > 0 ? `${parts.join(marker)}${marker}` : '';
+      content.push(`${head}${cutLine(l.text)}`);
+      last = n;
+    }
+  }
+  if (content.length === 0) return withNotes('No matches found');
+  const shown = content.slice(0, limit);
+  const more =
+    content.length > shown.length ? `\n\n[Showing first ${shown.length} of ${content.length} lines]` : '';
+  return withNotes(shown.join('\n') + more);
+}
+
 export const grepTool = defineTool<GrepInput>({
   name: 'Grep',
   description: [
-    'Searches file contents with a regular expression (JavaScript syntax, like ripgrep).',
+    'Searches file contents with a regular expression (ripgrep syntax), honouring .gitignore.',
     '- Filter files with glob (e.g. "*.ts", "**/*.{ts,tsx}") or type (e.g. "ts", "py").',
     '- output_mode: "files_with_matches" (default, newest first), "content" (matching lines, supports -A/-B/-C/-n), "count".',
     '- Use this instead of grep or rg in Bash.',
@@ -116,127 +289,5 @@ export const grepTool = defineTool<GrepInput>({
   inputSchema: grepInputSchema,
   maxResultChars: 20_000,
   isReadOnly: () => true,
-  async call(input, ctx) {
-    const root = resolveToolPath(ctx.cwd, input.path ?? '.');
-    let rootIsFile: boolean;
-    try {
-      rootIsFile = (await fs.stat(root)).isFile();
-    } catch {
-      throw new ToolError('not_found', `Path does not exist: ${input.path ?? root}`);
-    }
-    let regex: RegExp;
-    try {
-      regex = new RegExp(input.pattern, `${input['-i'] ? 'i' : ''}${input.multiline ? 'sm' : ''}`);
-    } catch (e) {
-      throw new ToolError('invalid_pattern', `Invalid regular expression: ${(e as Error).message}`);
-    }
-    const filter = fileFilter(input.glob, input.type);
-    const mode = input.output_mode ?? 'files_with_matches';
-    const showNumbers = input['-n'] ?? true;
-    const before = input['-B'] ?? input['-C'] ?? 0;
-    const after = input['-A'] ?? input['-C'] ?? 0;
-    const limit = input.head_limit ?? Number.POSITIVE_INFINITY;
-    const display = (abs: string) => {
-      const rel = relative(ctx.cwd, abs);
-      return toPosix(rel.startsWith('..') || rel === '' ? abs : rel);
-    };
-
-    const files: string[] = [];
-    if (rootIsFile) files.push(root);
-    else {
-      for await (const file of walkFiles(root, ctx.signal ? { signal: ctx.signal } : {})) {
-        if (filter(toPosix(relative(root, file)))) files.push(file);
-      }
-    }
-
-    const matched: Array<{ path: string; mtimeMs: number }> = [];
-    const counts: string[] = [];
-    const content: string[] = [];
-    let totalMatches = 0;
-    for (const file of files) {
-      if (ctx.signal?.aborted) break;
-      let text: string;
-      let mtimeMs: number;
-      try {
-        const stat = await fs.stat(file);
-        if (stat.size > MAX_GREP_FILE_BYTES) continue;
-        mtimeMs = stat.mtimeMs;
-        const buffer = await fs.readFile(file);
-        if (looksBinary(buffer)) continue;
-        text = buffer.toString('utf8');
-      } catch {
-        continue;
-      }
-      const lines = text.split(/\r?\n/);
-      let matchingLines: number[];
-      if (input.multiline) {
-        const global = new RegExp(regex.source, `${regex.flags}g`);
-        const set = new Set<number>();
-        const lineStarts: number[] = [0];
-        for (let i = 0; i < text.length; i++) if (text[i] === '\n') lineStarts.push(i + 1);
-        const lineOf = (offset: number) => {
-          let lo = 0;
-          let hi = lineStarts.length - 1;
-          while (lo < hi) {
-            const mid = (lo + hi + 1) >> 1;
-            if (lineStarts[mid]! <= offset) lo = mid;
-            else hi = mid - 1;
-          }
-          return lo;
-        };
-        for (const m of text.matchAll(global)) {
-          const first = lineOf(m.index);
-          const last = lineOf(m.index + Math.max(0, m[0].length - 1));
-          for (let l = first; l <= last; l++) set.add(l);
-          if (m[0].length === 0) global.lastIndex++;
-        }
-        matchingLines = [...set].sort((a, b) => a - b);
-      } else {
-        matchingLines = [];
-        for (let i = 0; i < lines.length; i++) if (regex.test(lines[i]!)) matchingLines.push(i);
-      }
-      if (matchingLines.length === 0) continue;
-      totalMatches += matchingLines.length;
-      matched.push({ path: file, mtimeMs });
-      if (mode === 'count') counts.push(`${display(file)}:${matchingLines.length}`);
-      if (mode === 'content') {
-        const prefix = rootIsFile ? '' : `${display(file)}`;
-        const isMatch = new Set(matchingLines);
-        let lastPrinted = -2;
-        for (const lineNo of matchingLines) {
-          const from = Math.max(0, lineNo - before);
-          const to = Math.min(lines.length - 1, lineNo + after);
-          if (lastPrinted >= 0 && from > lastPrinted + 1 && (before > 0 || after > 0)) content.push('--');
-          for (let l = Math.max(from, lastPrinted + 1); l <= to; l++) {
-            const marker = isMatch.has(l) ? ':' : '-';
-            const parts = [prefix, showNumbers ? String(l + 1) : ''].filter(Boolean);
-            const head = parts.length > 0 ? `${parts.join(marker)}${marker}` : '';
-            content.push(`${head}${cutLine(lines[l]!)}`);
-            lastPrinted = l;
-          }
-        }
-      }
-    }
-
-    if (mode === 'files_with_matches') {
-      if (matched.length === 0) return { content: 'No files found' };
-      matched.sort((a, b) => b.mtimeMs - a.mtimeMs || (a.path < b.path ? -1 : 1));
-      const shown = matched.slice(0, limit).map((m) => display(m.path));
-      return {
-        content: `Found ${matched.length} file${matched.length === 1 ? '' : 's'}${shown.length < matched.length ? ` (showing first ${shown.length})` : ''}\n${shown.join('\n')}`,
-      };
-    }
-    if (mode === 'count') {
-      if (counts.length === 0) return { content: 'No matches found' };
-      const shown = counts.slice(0, limit);
-      return {
-        content: `${shown.join('\n')}\n\nFound ${totalMatches} total occurrence${totalMatches === 1 ? '' : 's'} across ${counts.length} file${counts.length === 1 ? '' : 's'}.`,
-      };
-    }
-    if (content.length === 0) return { content: 'No matches found' };
-    const shown = content.slice(0, limit);
-    const more =
-      content.length > shown.length ? `\n\n[Showing first ${shown.length} of ${content.length} lines]` : '';
-    return { content: shown.join('\n') + more };
-  },
+  call: (input, ctx) => runGrep(input, ctx),
 });

@@ -1,10 +1,11 @@
+import { execFileSync } from 'node:child_process';
 import { mkdir, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { makeTempDir } from '../fixtures.test-helpers.js';
 import { bashTool, isSecretEnvName, scrubEnvironment } from './bash.js';
 import { globTool, MAX_GLOB_RESULTS } from './glob.js';
-import { grepTool } from './grep.js';
+import { grepTool, runGrep } from './grep.js';
 import { defaultTools, toolDefinitions } from './registry.js';
 import { ReadFileState, type ToolContext } from './tool.js';
 
@@ -132,6 +133,60 @@ describe('Grep', () => {
   it('reports bad patterns and no matches plainly', async () => {
     await expect(grep({ pattern: '(' })).rejects.toMatchObject({ code: 'invalid_pattern' });
     expect((await grep({ pattern: 'zzz_nope' })).content).toBe('No files found');
+  });
+
+  it('honours .gitignore inside a repository and .ignore anywhere', async () => {
+    await mkdir(join(dir, '.git'));
+    await put('.gitignore', 'build/\n');
+    await put('build/out.js', 'TODO generated\n');
+    await put('vendor/.ignore', 'skipped.md\n');
+    await put('vendor/skipped.md', 'TODO vendored\n');
+    await put('vendor/kept.md', 'TODO kept\n', 40);
+    const out = await grep({ pattern: 'TODO' });
+    expect(out.content).toBe('Found 2 files\nsrc/a.ts\nvendor/kept.md');
+  });
+
+  it('takes a pattern that starts with a dash as a pattern, never as an rg option', async () => {
+    await put('flags.txt', 'run with --pre=./evil\n');
+    const out = await grep({ pattern: '--pre=./evil', output_mode: 'content' });
+    expect(out.content).toBe('flags.txt:1:run with --pre=./evil');
+  });
+
+  it('runs a pattern that backtracks catastrophically in JavaScript in linear time', async () => {
+    await put('long.txt', `${'a'.repeat(50_000)}!\n`);
+    const out = await grep({ pattern: '^(a+)+$', path: 'long.txt' });
+    expect(out.content).toBe('No files found');
+  });
+
+  it('stops a search that outlives its time bound and says the result is incomplete', async () => {
+    const fifo = join(dir, 'never-written');
+    execFileSync('mkfifo', [fifo]);
+    const out = await runGrep(grepTool.inputSchema.parse({ pattern: 'x', path: fifo }), ctx, {
+      timeoutMs: 200,
+    });
+    expect(out.content).toMatch(/^No files found\n\n\[Search stopped after 200 ms: results are incomplete/);
+  });
+
+  it('caps the output it reads from rg and says the result is incomplete', async () => {
+    await put('many.txt', 'TODO line\n'.repeat(5_000));
+    const out = await runGrep(
+      grepTool.inputSchema.parse({ pattern: 'TODO', output_mode: 'content', path: 'many.txt' }),
+      ctx,
+      { maxOutputBytes: 4_096 },
+    );
+    expect(out.content).toMatch(/^1:TODO line\n2:TODO line\n/);
+    expect(out.content).toMatch(/\[Search output exceeded its cap: results are incomplete/);
+    expect(out.content.split('\n').filter((l) => l.endsWith(':TODO line')).length).toBeLessThan(5_000);
+  });
+
+  it('fails with a typed error that says how to install ripgrep when the configured rg is missing', async () => {
+    const input = grepTool.inputSchema.parse({ pattern: 'TODO' });
+    await expect(
+      runGrep(input, ctx, { env: { ENGRAM_RIPGREP_PATH: join(dir, 'no-such-rg') } }),
+    ).rejects.toMatchObject({
+      code: 'ripgrep_not_found',
+      message: expect.stringMatching(/ENGRAM_RIPGREP_PATH/),
+    });
   });
 });
 
