@@ -167,23 +167,24 @@ async function pool<T, R>(items: readonly T[], run: (item: T) => Promise<R>): Pr
 async function forkBash(policy: CanUseTool) {
   const prepared = await prepareUnattended({ tools: defaultTools(), canUseTool: policy, defaultRoot: mem });
   const bash = prepared.tools.find((t) => t.name === 'Bash') as AnyTool;
-  return async (command: string) => {
+  return async (command: string, cwd: string = mem) => {
     const input = { command, timeout: COMMAND_TIMEOUT_MS };
-    const decision = await prepared.canUseTool(bash, input, { toolUseId: 't', cwd: mem });
+    const decision = await prepared.canUseTool(bash, input, { toolUseId: 't', cwd });
     if (decision.behavior === 'deny') return { ran: false, reason: decision.reason, output: '' };
-    const ctx: ToolContext = { cwd: mem, readFileState: new ReadFileState(), toolUseId: 't' };
+    const ctx: ToolContext = { cwd, readFileState: new ReadFileState(), toolUseId: 't' };
     const result = await bash.call(input, ctx).catch((e: Error) => ({ content: e.message, isError: true }));
     return { ran: true, isError: result.isError === true, output: String(result.content) };
   };
 }
 
-async function viaEngramSandbox(command: string, skipReadOnlyCheck: boolean) {
+async function viaEngramSandbox(command: string, skipReadOnlyCheck: boolean, cwd?: string) {
   let out = '';
   let err = '';
   const code = await sandboxCommand(
     {
       memoryDir: mem,
       command,
+      ...(cwd ? { cwd } : {}),
       timeoutMs: COMMAND_TIMEOUT_MS,
       ...(skipReadOnlyCheck ? { skipReadOnlyCheck } : {}),
     },
@@ -268,11 +269,12 @@ describe('the read-only corpus', () => {
     const failures: string[] = [];
     await pool(READ_ONLY_CORPUS, async (l) => {
       const command = fill(l.line);
-      const viaFork = await fork(command);
+      const cwd = l.cwd === undefined ? undefined : fill(l.cwd);
+      const viaFork = await fork(command, cwd);
       if (!viaFork.ran || viaFork.isError || viaFork.output.trim() === '') {
         failures.push(`fork: ${command}: ${viaFork.reason ?? viaFork.output}`);
       }
-      const viaCli = await viaEngramSandbox(command, false);
+      const viaCli = await viaEngramSandbox(command, false, cwd);
       if (viaCli.code !== 0 || viaCli.out.trim() === '')
         failures.push(`cli: ${command}: ${viaCli.code} ${viaCli.err}`);
     });

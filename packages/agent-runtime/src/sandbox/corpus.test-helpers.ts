@@ -10,6 +10,8 @@
 export interface CorpusLine {
   line: string;
   source: string;
+  /** Working directory of the call (placeholders allowed); the memory directory when absent. */
+  cwd?: string;
 }
 
 const CODEX = 'Codex CLI safe-command tests (codex-rs/core/src/command_safety, is_safe_command tests)';
@@ -510,7 +512,7 @@ export const READ_ONLY_CORPUS: CorpusLine[] = [
     'stat -c %s a.md',
     'pwd',
     'echo hello',
-    'echo "$HOME"',
+    'echo "hello world"',
     'printf "%s\\n" hi',
     'date +%Y',
     'whoami',
@@ -559,17 +561,20 @@ export const READ_ONLY_CORPUS: CorpusLine[] = [
     "sed 's/hello/bye/' a.md",
     "awk '{print $1}' a.md",
     "awk 'END{print NR}' a.md",
-    'git -C {CANARY}/repo log -2 --oneline',
-    'git -C {CANARY}/repo log --oneline -1',
-    'git -C {CANARY}/repo status --short',
-    'git -C {CANARY}/repo diff --stat',
-    'git -C {CANARY}/repo show --stat HEAD',
-    'git -C {CANARY}/repo branch',
-    'git -C {CANARY}/repo rev-parse HEAD',
-    'git -C {CANARY}/repo ls-files',
-    'git -C {CANARY}/repo log -1 --format=%s',
-    'git -C {CANARY}/repo tag',
   ]),
+  // Inside a repository (the working directory, never `git -C`, which the classifier refuses on purpose).
+  ...group(CODEX, [
+    'git log -2 --oneline',
+    'git log --oneline -1',
+    'git status --short',
+    'git diff --stat',
+    'git show --stat HEAD',
+    'git branch',
+    'git rev-parse HEAD',
+    'git ls-files',
+    'git log -1 --format=%s',
+    'git tag',
+  ]).map((l) => ({ ...l, cwd: '{CANARY}/repo' })),
   ...group(CLAUDE, [
     'cat a.md MEMORY.md',
     'head a.md',
