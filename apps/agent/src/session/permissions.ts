@@ -1,11 +1,13 @@
 import type { CanUseTool, PermissionDecision } from '@engram/agent-runtime/tools/tool';
 import { resolveInside } from '@engram/memory-core/paths/containment';
 import type { EngramPaths } from '@engram/memory-core/paths/memory-paths';
-import { checkTeamSecret } from '@engram/memory-core/policy/memory-permissions';
+import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
 
 // The foreground agent's permission hook. Reading is free; read-only Bash is free; writing inside the memory
-// directory is free (the user asked the agent to "remember" or "forget"), except secrets into shared team
-// memory; anything else needs --allowed-tools (non-interactive) or the user's yes (chat).
+// directory is free (the user asked the agent to "remember" or "forget") on the same terms a memory fork gets
+// (visible *.md files, no links, bounded size, no secrets into team memory: a `.git/config` planted there
+// would otherwise steer a later read-only `git`); anything else needs --allowed-tools (non-interactive) or the
+// user's yes (chat).
 
 const READ_TOOLS = new Set(['Read', 'Grep', 'Glob']);
 const WRITE_TOOLS = new Set(['Write', 'Edit']);
@@ -28,6 +30,7 @@ export function parseAllowedTools(list: string | undefined): Set<string> {
 }
 
 export function mainAgentPolicy(opts: MainPolicyOptions): CanUseTool {
+  const memoryPolicy = memoryWritePolicy(opts.paths.memoryDir, { teamDir: opts.paths.teamDir });
   const allow: PermissionDecision = { behavior: 'allow' };
   const needsApproval = async (tool: string, what: string): Promise<PermissionDecision> => {
     if (opts.allowedTools.has(tool)) return allow;
@@ -51,9 +54,11 @@ export function mainAgentPolicy(opts: MainPolicyOptions): CanUseTool {
         ? await resolveInside(filePath, opts.paths.memoryDir)
         : { ok: false as const, reason: '' };
       if (inside.ok) {
-        const content = tool.name === 'Write' ? String(input.content ?? '') : String(input.new_string ?? '');
-        const secret = await checkTeamSecret(inside.path, content, opts.paths.teamDir);
-        return secret.ok ? allow : { behavior: 'deny', message: secret.message };
+        const decision = await memoryPolicy(tool, input);
+        if (decision.behavior === 'allow') return allow;
+        // A secret into team memory is never approvable; any other refusal is the user's call.
+        if (decision.reason === 'team_secret') return { behavior: 'deny', message: decision.message };
+        return needsApproval(tool.name, `${filePath} (${decision.message})`);
       }
       return needsApproval(tool.name, filePath || '(no file_path)');
     }
