@@ -118,21 +118,6 @@ export interface GrepRunOptions {
   env?: NodeJS.ProcessEnv;
 }
 
-interface RgText {
-  text?: string;
-  bytes?: string;
-}
-interface RgEvent {
-  type: 'begin' | 'match' | 'context' | 'end' | 'summary';
-  data: { path?: RgText; lines?: RgText; line_number?: number | null };
-}
-
-function rgText(t: RgText | undefined): string {
-  if (!t) return '';
-  if (t.text !== undefined) return t.text;
-  return t.bytes !== undefined ? Buffer.from(t.bytes, 'base64').toString('utf8') : '';
-}
-
 /** Runs one Grep call through ripgrep. Exported with its bounds so tests can exercise them. */
 export async function runGrep(
   input: GrepInput,
@@ -171,7 +156,8 @@ export async function runGrep(
   }
   if (mode === 'files_with_matches') args.push('--files-with-matches', '--null');
   else {
-    args.push('--json', '--sort=path');
+    // `path NUL line-number (':' match | '-' context) text`, files in path order.
+    args.push('--null', '--with-filename', '--line-number', '--no-heading', '--color=never', '--sort=path');
     if (mode === 'content') args.push(`--before-context=${before}`, `--after-context=${after}`);
   }
   args.push(`--regexp=${input.pattern}`, '--', root);
@@ -215,67 +201,84 @@ export async function runGrep(
     );
   }
 
-  // content and count: rg's JSON event stream, one file after another (sorted by path).
-  const files: Array<{ path: string; lines: Map<number, { text: string; match: boolean }> }> = [];
-  let current: (typeof files)[number] | undefined;
-  for (const line of run.stdout.split('\n')) {
-    if (!line) continue;
-    let event: RgEvent;
-    try {
-      event = JSON.parse(line) as RgEvent;
-    } catch {
+  // content and count: rg's standard output, one file after another (sorted by path), each file's lines in
+  // order; formatted in one pass.
+  // Output lines are appended to one string up to `limit`, and counted beyond it.
+  let content = '';
+  let contentLines = 0;
+  const emit = (line: string) => {
+    if (contentLines < limit) content += contentLines === 0 ? line : `\n${line}`;
+    contentLines++;
+  };
+  const counts: string[] = [];
+  let total = 0;
+  let currentPath: string | undefined;
+  let kept = false;
+  let prefix = '';
+  let last = -2;
+  let fileMatches = 0;
+  const endFile = () => {
+    if (kept && fileMatches > 0) counts.push(`${display(currentPath!)}:${fileMatches}`);
+    total += kept ? fileMatches : 0;
+  };
+  const out = run.stdout;
+  for (let start = 0; start < out.length; ) {
+    let end = out.indexOf('\n', start);
+    if (end < 0) end = out.length;
+    const lineStart = start;
+    start = end + 1;
+    const nul = out.indexOf('\0', lineStart);
+    if (nul < 0 || nul > end) continue; // `--` between context groups
+    let i = nul + 1;
+    while (i < end && out.charCodeAt(i) >= 48 && out.charCodeAt(i) <= 57) i++;
+    const marker = out[i];
+    if (i === nul + 1 || (marker !== ':' && marker !== '-')) continue;
+    if (
+      currentPath === undefined ||
+      nul - lineStart !== currentPath.length ||
+      !out.startsWith(currentPath, lineStart)
+    ) {
+      endFile();
+      currentPath = out.slice(lineStart, nul);
+      kept = keep(currentPath);
+      prefix = rootIsFile ? '' : display(currentPath);
+      last = -2;
+      fileMatches = 0;
+    }
+    if (!kept) continue;
+    if (marker === ':') fileMatches++;
+    if (mode !== 'content') continue;
+    const n = Number(out.slice(nul + 1, i));
+    if (last >= 0 && n > last + 1 && (before > 0 || after > 0)) emit('--');
+    last = n;
+    if (contentLines >= limit) {
+      contentLines++;
       continue;
     }
-    if (event.type === 'begin') {
-      const path = rgText(event.data.path);
-      current = keep(path) ? { path, lines: new Map() } : undefined;
-      if (current) files.push(current);
-    } else if ((event.type === 'match' || event.type === 'context') && current) {
-      const first = event.data.line_number ?? 0;
-      const text = rgText(event.data.lines).replace(/\r?\n$/, '');
-      text.split(/\r?\n/).forEach((t, i) => {
-        const n = first + i;
-        const seen = current!.lines.get(n);
-        current!.lines.set(n, { text: t, match: event.type === 'match' || seen?.match === true });
-      });
-    }
+    let text = out.slice(i + 1, end);
+    if (text.endsWith('\r')) text = text.slice(0, -1);
+    const head = prefix
+      ? showNumbers
+        ? `${prefix}${marker}${n}${marker}`
+        : `${prefix}${marker}`
+      : showNumbers
+        ? `${n}${marker}`
+        : '';
+    emit(`${head}${cutLine(text)}`);
   }
-  const matchedFiles = files.filter((f) => [...f.lines.values()].some((l) => l.match));
+  endFile();
 
   if (mode === 'count') {
-    if (matchedFiles.length === 0) return withNotes('No matches found');
-    let total = 0;
-    const counts = matchedFiles.map((f) => {
-      const n = [...f.lines.values()].filter((l) => l.match).length;
-      total += n;
-      return `${display(f.path)}:${n}`;
-    });
+    if (counts.length === 0) return withNotes('No matches found');
     const shown = counts.slice(0, limit);
     return withNotes(
       `${shown.join('\n')}\n\nFound ${total} total occurrence${total === 1 ? '' : 's'} across ${counts.length} file${counts.length === 1 ? '' : 's'}.`,
     );
   }
-
-  const content: string[] = [];
-  for (const f of matchedFiles) {
-    const prefix = rootIsFile ? '' : display(f.path);
-    const numbers = [...f.lines.keys()].sort((a, b) => a - b);
-    let last = -2;
-    for (const n of numbers) {
-      const l = f.lines.get(n)!;
-      if (last >= 0 && n > last + 1 && (before > 0 || after > 0)) content.push('--');
-      const marker = l.match ? ':' : '-';
-      const parts = [prefix, showNumbers ? String(n) : ''].filter(Boolean);
-      const head = parts.length > 0 ? `${parts.join(marker)}${marker}` : '';
-      content.push(`${head}${cutLine(l.text)}`);
-      last = n;
-    }
-  }
-  if (content.length === 0) return withNotes('No matches found');
-  const shown = content.slice(0, limit);
-  const more =
-    content.length > shown.length ? `\n\n[Showing first ${shown.length} of ${content.length} lines]` : '';
-  return withNotes(shown.join('\n') + more);
+  if (contentLines === 0) return withNotes('No matches found');
+  const shown = Math.min(contentLines, limit);
+  const more = contentLines > shown ? `\n\n[Showing first ${shown} of ${contentLines} lines]` : '';
+  return withNotes(content + more);
 }
 
 export const grepTool = defineTool<GrepInput>({
