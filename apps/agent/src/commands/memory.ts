@@ -2,7 +2,12 @@ import { spawnSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { listSnapshots, restoreSnapshot } from '@engram/memory-core/dream/snapshot';
-import { forgetMemory, listMemories, validateMemoryRelPath } from '@engram/memory-core/memdir/memory-files';
+import {
+  forgetMemory,
+  listMemories,
+  readMemoryLinkReport,
+  validateMemoryRelPath,
+} from '@engram/memory-core/memdir/memory-files';
 import { resolveInside } from '@engram/memory-core/paths/containment';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import type { AgentConfig } from '../config.js';
@@ -52,7 +57,16 @@ export async function memoryShow(
   opts: { cwd: string; file: string },
   io: Output,
 ): Promise<number> {
-  io.out(await fs.readFile(await memoryFile(config, opts.cwd, opts.file), 'utf8'));
+  const text = await fs.readFile(await memoryFile(config, opts.cwd, opts.file), 'utf8');
+  io.out(text);
+  const paths = await pathsFor(config, opts.cwd);
+  const report = await readMemoryLinkReport(paths.memoryDir, opts.file).catch(() => undefined);
+  if (report && (report.links.length > 0 || report.backlinks.length > 0)) {
+    const link = (l: { slug: string; file?: string }) =>
+      l.file ? `[[${l.slug}]] → ${l.file}` : `[[${l.slug}]] (dangling: no memory has this name yet)`;
+    io.out(['---- links', ...report.links.map((l) => `  ${link(l)}`)].join('\n'));
+    io.out(['---- backlinks', ...report.backlinks.map((f) => `  ${f}`)].join('\n'));
+  }
   return EXIT.ok;
 }
 

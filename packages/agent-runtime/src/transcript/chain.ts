@@ -184,13 +184,19 @@ function spliceSplitReplies(
   entries: readonly TranscriptEntry[],
   sidechain: boolean,
 ): ChainEntry[] {
-  const onPath = new Set(path.map((e) => e.uuid));
+  // A split reply always has at least two of its fragments on the path (they are chained one to the next), so
+  // a path on which no message.id repeats has nothing to re-splice — the common case, checked without
+  // touching the rest of the file.
   const replyIds = new Set<string>();
+  const seenIds = new Set<string>();
   for (const e of path) {
     const id = messageIdOf(e);
-    if (id !== undefined) replyIds.add(id);
+    if (id === undefined) continue;
+    if (seenIds.has(id)) replyIds.add(id);
+    else seenIds.add(id);
   }
   if (replyIds.size === 0) return path;
+  const onPath = new Set(path.map((e) => e.uuid));
   const fragments = new Map<string, ChainEntry[]>();
   const fragmentReply = new Map<string, string>();
   for (const e of entries) {

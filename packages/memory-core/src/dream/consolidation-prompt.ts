@@ -81,9 +81,11 @@ export function buildConsolidationPrompt(opts: ConsolidationPromptOptions): stri
     [
       '## Phase 3 — Consolidate',
       '',
-      '- Write or update topic files following your memory conventions: frontmatter with `name`, a specific ' +
-        'one-line `description` and `type`; feedback and project memories lead with the rule or fact, then ' +
-        '**Why:** and **How to apply:** lines.',
+      '- Write or update topic files following your memory conventions: frontmatter with `name` (a short ' +
+        'kebab-case slug), a specific one-line quoted `description` and `metadata.type`; feedback and project ' +
+        'memories lead with the rule or fact, then **Why:** and **How to apply:** lines. Memories link to each ' +
+        'other as `[[slug]]`; after the run, links to a memory you renamed, merged or deleted are rewritten to ' +
+        'its successor (or turned into plain text), so you need not chase them.',
       '- Merge new information into the file that already covers the topic instead of adding a near-duplicate. ' +
         'When two files say the same thing, keep one, fold the other’s content into it, and record the absorbed ' +
         'file in the survivor’s frontmatter as `merged_from: [other.md]`.',

@@ -43,6 +43,7 @@ describe('finalizeConsolidation and the manifest', () => {
       removedFiles: ['gone.md', 'team/old.md'],
       indexLinesRemoved: 2,
       pointersAdded: ['new.md'],
+      linksRewritten: [],
       indexLinesAfter: 3,
     });
     expect(existsSync(join(dir, 'gone.md'))).toBe(false);
@@ -84,5 +85,52 @@ describe('finalizeConsolidation and the manifest', () => {
     expect(result.removedFiles).toEqual([]);
     expect(result.pointersAdded.sort()).toEqual(['a.md', 'b.md']);
     expect(existsSync(join(dir, 'a.md'))).toBe(true);
+  });
+
+  it('keeps [[links]] valid after a run that renamed, merged and deleted memories', async () => {
+    const t = makeTempDir();
+    cleanups.push(t.cleanup);
+    const dir = join(t.dir, 'memory');
+    mkdirSync(dir, { recursive: true });
+    const fm = (name: string, extra = '') =>
+      `---\nname: ${name}\ndescription: "d"\nmetadata:\n  type: feedback${extra}\n---\n`;
+    writeFileSync(
+      join(dir, 'MEMORY.md'),
+      '- [a](a.md) — a\n- [b](b.md) — b\n- [c](c.md) — c\n- [e](e.md) — e\n',
+    );
+    writeFileSync(join(dir, 'a.md'), `${fm('testing')}Real DB.\n`);
+    writeFileSync(join(dir, 'b.md'), `${fm('pnpm-only')}Use pnpm.\n`);
+    writeFileSync(join(dir, 'c.md'), `${fm('old-freeze')}Freeze.\n`);
+    writeFileSync(join(dir, 'e.md'), `${fm('tooling')}Tools.\n`);
+    writeFileSync(
+      join(dir, 'hub.md'),
+      `${fm('hub')}See [[testing]], [[pnpm-only|package manager]], [[old-freeze]], \`[[testing]]\` and [[future-note]].\n`,
+    );
+    const before = await readDreamManifest(dir);
+    // The run: renames a's slug, folds b into e (merged_from), empties b and c.
+    writeFileSync(join(dir, 'a.md'), `${fm('testing-policy')}Real DB.\n`);
+    writeFileSync(join(dir, 'e.md'), `${fm('tooling', '\nmerged_from: [b.md]')}Tools. Use pnpm.\n`);
+    writeFileSync(join(dir, 'b.md'), '');
+    writeFileSync(join(dir, 'c.md'), '');
+    const after = await readDreamManifest(dir);
+    const hubBefore = readFileSync(join(dir, 'hub.md'), 'utf8');
+    const result = await finalizeConsolidation(
+      dir,
+      {
+        deleted: ['b.md', 'c.md'],
+        created: [],
+        updated: ['a.md', 'e.md'],
+        rebuildIndex: false,
+        replaced: [{ file: 'b.md', into: 'e.md', evidence: 'merged_from', coverage: 1 }],
+      },
+      { before, after },
+    );
+    expect(result.linksRewritten).toEqual(['hub.md']);
+    expect(readFileSync(join(dir, 'hub.md'), 'utf8')).toBe(
+      hubBefore.replace(
+        'See [[testing]], [[pnpm-only|package manager]], [[old-freeze]],',
+        'See [[testing-policy]], [[tooling|package manager]], old-freeze,',
+      ),
+    );
   });
 });

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { findMemoryLinks, parseMemoryLinks, rewriteMemoryLinks } from './links.js';
+import {
+  findMemoryLinks,
+  memoryLinkReport,
+  parseMemoryLinks,
+  planLinkRenames,
+  rewriteMemoryLinks,
+  slugIndex,
+} from './links.js';
 
 describe('parseMemoryLinks', () => {
   it('returns distinct trimmed slugs in order of first appearance, alias form included', () => {
@@ -51,5 +58,58 @@ describe('rewriteMemoryLinks', () => {
   it('returns the input unchanged when nothing matches', () => {
     const body = 'no [[match]] here';
     expect(rewriteMemoryLinks(body, new Map([['x', 'y']]))).toBe(body);
+  });
+});
+
+describe('memoryLinkReport', () => {
+  const memories = [
+    {
+      file: 'no-database-mocks.md',
+      name: 'no-database-mocks',
+      body: 'See [[testing-policy]] and [[db-setup]].',
+    },
+    { file: 'feedback_testing.md', name: 'testing-policy', body: 'Real DB. Related: [[no-database-mocks]]' },
+    { file: 'deploy.md', body: 'Freeze; tests per [[testing-policy|the policy]].' },
+    { file: 'notes/db.md', name: 'Database notes', body: '`[[testing-policy]]` is only code here.' },
+  ];
+
+  it('resolves links by name (then file name), lists backlinks and flags dangling links', () => {
+    expect(memoryLinkReport('no-database-mocks.md', memories)).toEqual({
+      links: [{ slug: 'testing-policy', file: 'feedback_testing.md' }, { slug: 'db-setup' }],
+      backlinks: ['feedback_testing.md'],
+      dangling: ['db-setup'],
+    });
+    expect(memoryLinkReport('feedback_testing.md', memories).backlinks).toEqual([
+      'no-database-mocks.md',
+      'deploy.md',
+    ]);
+    expect(slugIndex(memories).get('deploy')).toBe('deploy.md');
+  });
+});
+
+describe('planLinkRenames', () => {
+  it('renames on a name change and a merge, unlinks a deletion without successor, keeps live slugs', () => {
+    const before = [
+      { file: 'a.md', name: 'old-a', gone: false },
+      { file: 'b.md', name: 'b-slug', gone: false },
+      { file: 'c.md', name: 'c-slug', gone: false },
+      { file: 'd.md', name: 'd-slug', gone: false },
+    ];
+    const after = [
+      { file: 'a.md', name: 'new-a', gone: false },
+      { file: 'b.md', gone: true },
+      { file: 'c.md', gone: true },
+      { file: 'd.md', name: 'd-slug', gone: false },
+      { file: 'e.md', name: 'merged-e', gone: false },
+    ];
+    const plan = planLinkRenames(before, after, [{ file: 'b.md', into: 'e.md' }]);
+    expect([...plan]).toEqual([
+      ['old-a', 'new-a'],
+      ['b-slug', 'merged-e'],
+      ['c-slug', null],
+    ]);
+    expect(rewriteMemoryLinks('[[old-a]] [[b-slug]] [[c-slug|C]] [[d-slug]]', plan)).toBe(
+      '[[new-a]] [[merged-e]] C [[d-slug]]',
+    );
   });
 });

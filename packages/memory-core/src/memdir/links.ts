@@ -115,3 +115,100 @@ export function rewriteMemoryLinks(markdown: string, renames: ReadonlyMap<string
   }
   return out + markdown.slice(cursor);
 }
+
+export interface LinkableMemory {
+  /** Relative to the memory directory, forward slashes. */
+  file: string;
+  /** Frontmatter `name` (the slug links use), when it has one. */
+  name?: string;
+  /** The Markdown body (frontmatter excluded). */
+  body: string;
+}
+
+export interface ResolvedLink {
+  slug: string;
+  /** The memory the slug names; undefined for a link to a memory not written yet (dangling). */
+  file?: string;
+}
+
+export interface MemoryLinkReport {
+  links: ResolvedLink[];
+  /** Memories whose body links to this one, in file order. */
+  backlinks: string[];
+  /** Slugs that name no memory (allowed: each marks something worth writing). */
+  dangling: string[];
+}
+
+function basenameSlug(file: string): string {
+  const base = file.slice(file.lastIndexOf('/') + 1);
+  return base.endsWith('.md') ? base.slice(0, -3) : base;
+}
+
+/**
+ * Slug → file: a memory's `name` first; a file without one (or whose name is taken) answers to its file
+ * name without `.md`. The first file in `memories` order wins a contested slug.
+ */
+export function slugIndex(memories: readonly LinkableMemory[]): Map<string, string> {
+  const index = new Map<string, string>();
+  for (const m of memories) if (m.name && !index.has(m.name)) index.set(m.name, m.file);
+  for (const m of memories) {
+    const slug = basenameSlug(m.file);
+    if (!index.has(slug)) index.set(slug, m.file);
+  }
+  return index;
+}
+
+/** Links of `file` (resolved), the memories linking to it, and its dangling links. */
+export function memoryLinkReport(file: string, memories: readonly LinkableMemory[]): MemoryLinkReport {
+  const index = slugIndex(memories);
+  const self = memories.find((m) => m.file === file);
+  const links: ResolvedLink[] = (self ? parseMemoryLinks(self.body) : []).map((slug) => {
+    const target = index.get(slug);
+    return target === undefined ? { slug } : { slug, file: target };
+  });
+  const backlinks = memories
+    .filter((m) => m.file !== file && parseMemoryLinks(m.body).some((slug) => index.get(slug) === file))
+    .map((m) => m.file);
+  return { links, backlinks, dangling: links.filter((l) => l.file === undefined).map((l) => l.slug) };
+}
+
+export interface LinkPlanEntry {
+  file: string;
+  name?: string;
+  /** Emptied or removed by the run. */
+  gone: boolean;
+}
+
+/**
+ * The link rewrites a consolidation needs (old slug → new slug, or null to unlink): a memory whose `name`
+ * changed is renamed; a removed memory whose content went into another (`into`) is renamed to that one's
+ * name; a removed memory with no successor is unlinked. A slug some surviving memory still answers to is
+ * left alone.
+ */
+export function planLinkRenames(
+  before: readonly LinkPlanEntry[],
+  after: readonly LinkPlanEntry[],
+  replaced: ReadonlyArray<{ file: string; into: string }>,
+): Map<string, string | null> {
+  const survivors = after.filter((e) => !e.gone);
+  const live = slugIndex(
+    survivors.map((e) => ({ file: e.file, ...(e.name ? { name: e.name } : {}), body: '' })),
+  );
+  const afterByFile = new Map(after.map((e) => [e.file, e]));
+  const plan = new Map<string, string | null>();
+  for (const old of before) {
+    if (old.gone) continue;
+    const slug = old.name ?? basenameSlug(old.file);
+    if (live.has(slug)) continue;
+    const now = afterByFile.get(old.file);
+    let target: string | undefined;
+    if (now && !now.gone) target = now.name ?? basenameSlug(now.file);
+    else {
+      const into = replaced.find((r) => r.file === old.file)?.into;
+      const successor = into === undefined ? undefined : afterByFile.get(into);
+      if (successor && !successor.gone) target = successor.name ?? basenameSlug(successor.file);
+    }
+    plan.set(slug, target !== undefined && target !== slug ? target : null);
+  }
+  return plan;
+}

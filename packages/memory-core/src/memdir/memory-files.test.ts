@@ -251,3 +251,23 @@ describe('ensureIndexPointer', () => {
     );
   });
 });
+
+describe('readMemoryLinkReport', () => {
+  it("reads a memory's links, backlinks and dangling links from the directory", async () => {
+    const { readMemoryLinkReport } = await import('./memory-files.js');
+    const { mkdtempSync, promises: fsp } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const dir = mkdtempSync(join(tmpdir(), 'engram-links-'));
+    await fsp.writeFile(
+      join(dir, 'a.md'),
+      '---\nname: testing-policy\n---\nSee [[db-setup]] and [[not-yet]].\n',
+    );
+    await fsp.writeFile(join(dir, 'db-setup.md'), 'No frontmatter; links back to [[testing-policy]].\n');
+    expect(await readMemoryLinkReport(dir, 'a.md')).toEqual({
+      links: [{ slug: 'db-setup', file: 'db-setup.md' }, { slug: 'not-yet' }],
+      backlinks: ['db-setup.md'],
+      dangling: ['not-yet'],
+    });
+  });
+});

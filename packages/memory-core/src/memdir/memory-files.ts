@@ -14,6 +14,7 @@ import {
   serializeMemoryFile,
 } from './frontmatter.js';
 import { indexLinksTo, removeIndexEntry, upsertIndexEntry } from './index-file.js';
+import { type LinkableMemory, type MemoryLinkReport, memoryLinkReport } from './links.js';
 import type { MemoryType } from './memory-types.js';
 import { type MemoryFileProblem, scanMemoryDir } from './scan.js';
 
@@ -265,4 +266,23 @@ export async function ensureIndexPointer(
     hook: fields.description ?? '',
   });
   return { added: changed, ...info };
+}
+
+/**
+ * `[[slug]]` links of one memory, resolved against every memory in the directory, its backlinks, and the
+ * links that name no memory yet (memdir/links.ts). Unreadable files are skipped (the scan reports them).
+ */
+export async function readMemoryLinkReport(memoryDir: string, relPath: string): Promise<MemoryLinkReport> {
+  const rel = validateMemoryRelPath(relPath);
+  const { memories } = await listMemories(memoryDir);
+  const linkable: LinkableMemory[] = [];
+  for (const m of [...memories].sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0))) {
+    try {
+      const parsed = parseMemoryFile(await fs.readFile(m.path, 'utf8'), m.file);
+      linkable.push({ file: m.file, ...(parsed.name ? { name: parsed.name } : {}), body: parsed.body });
+    } catch {
+      // unreadable or not a memory: no links either way
+    }
+  }
+  return memoryLinkReport(rel, linkable);
 }

@@ -169,17 +169,26 @@ export function whatNotToSaveSection(combined: boolean): string {
   return lines.join('\n');
 }
 
+// The form Claude Code 2.1.x teaches and writes (docs/claude-code-format.md, "Memory files"); `metadata` also
+// gets node_type/originSessionId/modified, which Engram maintains after the write, so the model is not asked.
 const FRONTMATTER_TEMPLATE = [
   '```markdown',
   '---',
-  'name: {{short name of the memory}}',
-  'description: {{one specific line — this is what later decides whether the memory is relevant}}',
-  'type: {{user | feedback | project | reference}}',
+  'name: {{short-kebab-case-slug, e.g. no-database-mocks}}',
+  'description: "{{one specific line — this is what later decides whether the memory is relevant}}"',
+  'metadata:',
+  '  type: {{user | feedback | project | reference}}',
   '---',
   '',
   '{{the memory; for feedback and project: the rule or fact, then a **Why:** line and a **How to apply:** line}}',
   '```',
 ].join('\n');
+
+/** How memories link to each other: `[[slug]]`, the other memory's `name`. */
+export const LINKS_RULE =
+  'Link related memories with `[[slug]]` in the body, where slug is the other memory’s `name` (e.g. ' +
+  '"see [[testing-policy]]"). A link to a memory that does not exist yet is fine: it marks something worth ' +
+  'writing. When you rename a memory, update the links that point at it.';
 
 export function howToSaveSection(opts: { skipIndex?: boolean; combined: boolean }): string {
   const where = opts.combined
@@ -215,7 +224,9 @@ export function howToSaveSection(opts: { skipIndex?: boolean; combined: boolean 
     );
   }
   lines.push(
-    '- Keep the name, description and type of a memory in step with its content.',
+    `- ${LINKS_RULE}`,
+    '- Keep the name, description and type of a memory in step with its content; the name stays a short ' +
+      'kebab-case slug and the description a single line.',
     '- Organize memories by topic, not by date.',
     '- Update or delete memories that turn out to be wrong or outdated.',
     '- Do not create duplicates: look for an existing memory to update before writing a new one.',

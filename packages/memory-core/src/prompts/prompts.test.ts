@@ -38,6 +38,12 @@ describe('buildMemoryPrompt', () => {
     expect(individual).toContain('**Step 1**');
     expect(individual).toContain('**Step 2**');
     expect(individual).toContain('- [Title](file.md) — one-line hook');
+    // The current Claude Code form: slug name, quoted description, nested metadata.type, [[slug]] links.
+    expect(individual).toContain('name: {{short-kebab-case-slug');
+    expect(individual).toContain('description: "{{one specific line');
+    expect(individual).toContain('metadata:\n  type: {{user | feedback | project | reference}}');
+    expect(individual).not.toMatch(/^type: /m);
+    expect(individual).toContain('Link related memories with `[[slug]]`');
     expect(individual).toContain('lines after 200 are cut off');
     expect(individual).toContain('These exclusions hold even when the user explicitly asks');
     expect(individual).toContain('proceed as if MEMORY.md were empty');
