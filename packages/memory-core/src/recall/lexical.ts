@@ -10,8 +10,10 @@ import { topicalTerms } from '../text/tokenize.js';
 // "a short poem about penguins sliding on ice" shares nothing with a feature-flags note that also says "7".
 //
 // Relevance floor (the fallback prefers returning nothing to returning noise): a memory is returned only when
-//   1. its normalised score reaches LEXICAL_MIN_SCORE, and
-//   2. its score is at least LEXICAL_RELATIVE_FLOOR of the best memory's score.
+//   1. it shares two topical terms with the query, or one that at most LEXICAL_SINGLE_TERM_MAX_DF memories
+//      contain (a single common word is not evidence),
+//   2. its normalised score reaches LEXICAL_MIN_SCORE, and
+//   3. its score is at least LEXICAL_RELATIVE_FLOOR of the best memory's score.
 // The normalised score is the BM25 score divided by the IDF a term would have if it occurred in exactly one
 // memory of the directory, so 1.0 ≈ "one fully distinctive shared word" whatever the directory's size. IDF is
 // computed as if the corpus had at least LEXICAL_IDF_MIN_DOCS documents, so a one-file memory directory does
@@ -22,9 +24,15 @@ import { topicalTerms } from '../text/tokenize.js';
 export const BM25_K1 = 1.2;
 export const BM25_B = 0.75;
 /** In units of one fully distinctive shared word (see above). */
-export const LEXICAL_MIN_SCORE = 0.75;
+export const LEXICAL_MIN_SCORE = 1;
 /** A returned memory scores at least this fraction of the best one. */
-export const LEXICAL_RELATIVE_FLOOR = 0.5;
+export const LEXICAL_RELATIVE_FLOOR = 0.95;
+/**
+ * A memory that shares only one topical term with the query qualifies only when at most this many memories
+ * of the directory contain that term (one common shared word — a component name, "owner", "alert" — is
+ * not evidence; two shared words, or one rare one, are).
+ */
+export const LEXICAL_SINGLE_TERM_MAX_DF = 1;
 export const LEXICAL_IDF_MIN_DOCS = 10;
 
 export { stem, tokenize } from '../text/tokenize.js';
@@ -49,6 +57,8 @@ export interface LexicalRankOptions {
   minScore?: number;
   /** Default LEXICAL_RELATIVE_FLOOR. */
   relativeFloor?: number;
+  /** Default LEXICAL_SINGLE_TERM_MAX_DF. */
+  singleTermMaxDf?: number;
 }
 
 /**
@@ -63,6 +73,7 @@ export function lexicalRank(
   const limit = options.limit ?? 5;
   const minScore = options.minScore ?? LEXICAL_MIN_SCORE;
   const relativeFloor = options.relativeFloor ?? LEXICAL_RELATIVE_FLOOR;
+  const singleTermMaxDf = options.singleTermMaxDf ?? LEXICAL_SINGLE_TERM_MAX_DF;
   const queryTerms = [...new Set(topicalTerms(query))];
   if (queryTerms.length === 0 || headers.length === 0 || limit <= 0) return [];
 
@@ -75,9 +86,13 @@ export function lexicalRank(
   const avgLength = docs.reduce((n, d) => n + d.length, 0) / docs.length || 1;
   const corpusSize = Math.max(docs.length, LEXICAL_IDF_MIN_DOCS);
   const idf = new Map<string, number>();
+  const df = new Map<string, number>();
   for (const term of queryTerms) {
     const n = docs.reduce((count, d) => count + (d.tf.has(term) ? 1 : 0), 0);
-    if (n > 0) idf.set(term, Math.log(1 + (corpusSize - n + 0.5) / (n + 0.5)));
+    if (n > 0) {
+      idf.set(term, Math.log(1 + (corpusSize - n + 0.5) / (n + 0.5)));
+      df.set(term, n);
+    }
   }
 
   // The IDF of a term found in exactly one memory: the unit of the normalised score.
@@ -85,13 +100,18 @@ export function lexicalRank(
   const matches: LexicalMatch[] = [];
   for (const doc of docs) {
     let score = 0;
+    let shared = 0;
+    let rarest = Number.POSITIVE_INFINITY;
     for (const [term, weight] of idf) {
       const f = doc.tf.get(term);
       if (!f) continue;
+      shared += 1;
+      rarest = Math.min(rarest, df.get(term) ?? rarest);
       score +=
         (weight * f * (BM25_K1 + 1)) / (f + BM25_K1 * (1 - BM25_B + (BM25_B * doc.length) / avgLength));
     }
     score /= unit;
+    if (shared === 1 && rarest > singleTermMaxDf) continue;
     if (score > 0 && score >= minScore) matches.push({ header: doc.header, score });
   }
   matches.sort(
