@@ -8,6 +8,7 @@ import {
   SelectorOutputError,
   selectRelevantMemories,
 } from '@engram/memory-core/recall/select';
+import { supersessionNotes } from '@engram/memory-core/recall/supersession';
 import type { RecallPayload, RecallResult } from '@engram/queue/jobs/recall';
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
@@ -105,6 +106,7 @@ export function createRecallHandler(deps: RecallDeps) {
     const read = await readMemoriesForSurfacing({
       memoryDir: paths.memoryDir,
       filenames: selection.selected.map((h) => h.filename),
+      notes: supersessionNotes(selection.superseded),
       now: now(),
       signal: ctx.signal,
     });
@@ -120,6 +122,10 @@ export function createRecallHandler(deps: RecallDeps) {
         selected: read.memories.map((m) => m.path),
         ...(fallbackReason ? { fallbackReason, fallbackDetail: selection.fallbackDetail } : {}),
         ...(selection.unknownPicks.length ? { ignoredPicks: selection.unknownPicks.length } : {}),
+        ...(selection.linked.length ? { linked: selection.linked.map((l) => `${l.from} -> ${l.to}`) } : {}),
+        ...(selection.superseded.length
+          ? { superseded: selection.superseded.map((s) => `${s.older} -> ${s.newer} (${s.reason})`) }
+          : {}),
         ...(read.dropped.length ? { dropped: read.dropped.map((d) => `${d.path}: ${d.reason}`) } : {}),
         latencyMs: Math.round(latencyMs),
         phasesMs: {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { topicalTerms } from '../text/tokenize.js';
 import { type DreamManifest, manifestEntry } from './manifest.js';
-import { assessConsolidation, memoryKeywords, tokenize } from './safety.js';
+import { assessConsolidation, memoryKeywords } from './safety.js';
 
 function mem(name: string, description: string, body: string, extra = ''): string {
   return `---\nname: ${name}\ndescription: ${description}\ntype: feedback\n${extra}---\n${body}\n`;
@@ -137,11 +138,10 @@ describe('assessConsolidation', () => {
 });
 
 describe('keywords', () => {
-  it('drops stopwords and short tokens, and splits CJK into pairs', () => {
-    expect([...tokenize('The user wants pnpm for all of it')]).toEqual(['user', 'wants', 'pnpm']);
-    expect([...tokenize('使用pnpm安装')].sort()).toEqual(
-      ['m安', 'pm', 'pn', 'np', '安装', '使用', '用p'].sort(),
-    );
+  it('compares memories through the shared tokenizer: stop words, short tokens out, CJK as pairs', () => {
+    // "wants" stems to the stop word "want"; the CJK run and the Latin word are tokenised separately.
+    expect(topicalTerms('The user wants pnpm for all of it')).toEqual(['user', 'pnpm']);
+    expect(topicalTerms('使用pnpm安装')).toEqual(['使用', 'pnpm', '安装']);
   });
 
   it('tops name+description up from the body when they are thin', () => {
@@ -150,6 +150,6 @@ describe('keywords', () => {
       description: '',
       text: '---\nname: X\n---\nDeploy freeze on Fridays',
     });
-    expect([...k]).toEqual(['deploy', 'freeze', 'fridays']);
+    expect([...k]).toEqual(['deploy', 'freez', 'friday']); // stemmed, as recall compares them
   });
 });

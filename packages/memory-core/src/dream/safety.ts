@@ -1,6 +1,7 @@
 import { posix } from 'node:path';
 import { parseIndexEntries } from '../memdir/index-file.js';
 import { TEAM_DIRNAME } from '../paths/memory-paths.js';
+import { topicalTerms } from '../text/tokenize.js';
 import type { DreamManifest, DreamManifestEntry } from './manifest.js';
 
 // The consolidation safety net's judgement (pure): compare the memory directory before and after a dream and
@@ -181,7 +182,7 @@ function findReplacement(
   if (keywords.size < MIN_KEYWORDS) return undefined;
   let best: ReplacedMemory | undefined;
   for (const s of survivors) {
-    const tokens = tokenize(`${s.name ?? ''}\n${s.description ?? ''}\n${s.text}`);
+    const tokens = new Set(topicalTerms(`${s.name ?? ''}\n${s.description ?? ''}\n${s.text}`));
     let hits = 0;
     for (const k of keywords) if (tokens.has(k)) hits++;
     const coverage = hits / keywords.size;
@@ -202,43 +203,13 @@ function findReplacement(
 export function memoryKeywords(
   entry: Pick<DreamManifestEntry, 'name' | 'description' | 'text'>,
 ): Set<string> {
-  const keywords = tokenize(`${entry.name ?? ''}\n${entry.description ?? ''}`);
+  const keywords = new Set(topicalTerms(`${entry.name ?? ''}\n${entry.description ?? ''}`));
   if (keywords.size < 3) {
     const body = entry.text.replace(/^---[\s\S]*?\n---\s*\n/, '');
-    for (const token of tokenize(body)) {
+    for (const token of topicalTerms(body)) {
       if (keywords.size >= 12) break;
       keywords.add(token);
     }
   }
   return keywords;
-}
-
-const STOPWORDS = new Set(
-  (
-    'the and for with that this from into onto over under about when what which who whom whose where why how ' +
-    "are was were been being have has had not but all any each per via use uses used using its it's our your " +
-    'their they them there then than also just only very more most some such can could should would will may ' +
-    'might must does did done doing of to in on at by as an or if is be so do no yes'
-  ).split(/\s+/),
-);
-
-const CJK = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}]/u;
-
-/** Lower-cased letter/digit runs of 3+ characters minus stopwords; CJK runs as overlapping character pairs. */
-export function tokenize(text: string): Set<string> {
-  const out = new Set<string>();
-  for (const run of text
-    .normalize('NFKC')
-    .toLowerCase()
-    .split(/[^\p{L}\p{N}]+/u)) {
-    if (run === '') continue;
-    if (CJK.test(run)) {
-      const chars = [...run];
-      if (chars.length === 1) out.add(run);
-      for (let i = 0; i + 1 < chars.length; i++) out.add(`${chars[i]}${chars[i + 1]}`);
-      continue;
-    }
-    if ([...run].length >= 3 && !STOPWORDS.has(run)) out.add(run);
-  }
-  return out;
 }

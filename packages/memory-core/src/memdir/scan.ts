@@ -8,6 +8,7 @@ import {
   parseFrontmatterBlock,
   splitFrontmatter,
 } from './frontmatter.js';
+import { parseMemoryLinks } from './links.js';
 import type { MemoryType } from './memory-types.js';
 
 // The scan lists the memories a model may be shown (recall manifest, extraction prompt, CLI). It runs on every
@@ -44,6 +45,12 @@ export interface MemoryHeader {
   /** Frontmatter description, or null when there is none. */
   description: string | null;
   type?: MemoryType;
+  /** `[[links]]` found in the first bytes read (frontmatter and the start of the body), when there are any. */
+  links?: string[];
+  /** Frontmatter `supersedes:` (a slug/filename or a list of them), when present. */
+  supersedes?: string[];
+  /** Frontmatter `modified:`/`updated:` as epoch ms, when present and a valid date. */
+  modifiedMs?: number;
 }
 
 export type MemoryFileProblemCode =
@@ -437,6 +444,7 @@ async function readHeadAsync(candidate: Candidate, ctx: ReadContext): Promise<He
 
 const DASHES = 0x2d;
 const NEWLINE = 0x0a;
+const LINK_OPEN = Buffer.from('[[');
 
 /**
  * Turns the first bytes of a file into a header, a problem, or 'need-more' (the buffer filled up before the
@@ -456,6 +464,11 @@ export function parseHead(
   }
   const start = length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
   const base: MemoryHeader = { filename: c.filename, filePath: c.filePath, mtimeMs, description: null };
+  // Links cost a decode only in the files that have some (a native search for the two bytes first).
+  if (bytes.indexOf(LINK_OPEN) !== -1) {
+    const links = parseMemoryLinks(buffer.toString('utf8', start, length));
+    if (links.length > 0) base.links = links;
+  }
   if (
     length - start < 3 ||
     bytes[start] !== DASHES ||
@@ -558,7 +571,8 @@ function trySplit(
 
 function headerFromBlock(c: Candidate, base: MemoryHeader, block: string): HeadOutcome {
   try {
-    const fields = extractMemoryFields(parseFrontmatterBlock(block, c.filename).data);
+    const data = parseFrontmatterBlock(block, c.filename).data;
+    const fields = extractMemoryFields(data);
     const header: MemoryHeader = {
       filename: base.filename,
       filePath: base.filePath,
@@ -567,10 +581,29 @@ function headerFromBlock(c: Candidate, base: MemoryHeader, block: string): HeadO
     };
     if (fields.name !== undefined) header.name = fields.name;
     if (fields.type !== undefined) header.type = fields.type;
+    if (base.links) header.links = base.links;
+    const supersedes = stringList(data.supersedes);
+    if (supersedes.length > 0) header.supersedes = supersedes;
+    const modified = dateMs(data.modified ?? data.updated);
+    if (modified !== undefined) header.modifiedMs = modified;
     return { header };
   } catch (error) {
     return formatProblem(c, error);
   }
+}
+
+function stringList(value: unknown): string[] {
+  const items = Array.isArray(value) ? value : value === undefined || value === null ? [] : [value];
+  return items
+    .filter((v): v is string => typeof v === 'string')
+    .map((v) => v.replace(/^\[\[|\]\]$/g, '').trim())
+    .filter((v) => v !== '');
+}
+
+function dateMs(value: unknown): number | undefined {
+  const ms =
+    value instanceof Date ? value.getTime() : typeof value === 'string' ? Date.parse(value) : Number.NaN;
+  return Number.isFinite(ms) ? ms : undefined;
 }
 
 function formatProblem(c: Candidate, error: unknown): { problem: MemoryFileProblem } {
@@ -595,7 +628,8 @@ export function formatMemoryManifest(headers: readonly MemoryHeader[]): string {
       const type = h.type ? `[${h.type}] ` : '';
       const when = Number.isFinite(h.mtimeMs) ? new Date(h.mtimeMs).toISOString() : 'unknown time';
       const description = h.description ? `: ${h.description.replace(/\s+/g, ' ').trim()}` : '';
-      return `- ${type}${h.filename} (${when})${description}`;
+      const links = h.links?.length ? ` (links: ${h.links.map((l) => `[[${l}]]`).join(', ')})` : '';
+      return `- ${type}${h.filename} (${when})${description}${links}`;
     })
     .join('\n');
 }

@@ -16,7 +16,8 @@ import {
 let base: string;
 let mem: string;
 let cleanup: () => void;
-const token = () => ['ghp', 'Zx9'.repeat(12)].join('_');
+// Built at run time from a varied body (the scanner ignores periodic filler such as 'Zx9Zx9…' as a placeholder).
+const token = () => ['ghp', 'Zx9Qm2Lr7Tk4Wb8Nc3Hd5Jf6Vg1Ps0YaEu6R'].join('_');
 const tool = (name: string, isReadOnly?: ToolDescriptor['isReadOnly']): ToolDescriptor =>
   isReadOnly ? { name, isReadOnly } : { name };
 

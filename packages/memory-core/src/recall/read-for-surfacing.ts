@@ -90,6 +90,8 @@ export interface ReadForSurfacingOptions {
   signal?: AbortSignal;
   /** 'auto' (default): synchronous calls, async once a file is slow. 'async': always async. */
   io?: 'auto' | 'async';
+  /** A line to put before a memory's header, by relative path (e.g. supersessionNotes). */
+  notes?: ReadonlyMap<string, string>;
 }
 
 export interface DroppedMemory {
@@ -172,6 +174,7 @@ export async function readMemoriesForSurfacing(
     memoryDir: options.memoryDir,
     displayDir: options.displayDir ?? options.memoryDir,
     now: options.now ?? Date.now(),
+    notes: options.notes,
   };
   const outcomes: ReadOutcome[] = [];
   let index = 0;
@@ -200,6 +203,7 @@ interface ReadContext {
   memoryDir: string;
   displayDir: string;
   now: number;
+  notes: ReadonlyMap<string, string> | undefined;
 }
 
 async function readOne(ctx: ReadContext, filename: string, io: 'sync' | 'async'): Promise<ReadOutcome> {
@@ -217,10 +221,12 @@ async function readOne(ctx: ReadContext, filename: string, io: 'sync' | 'async')
     const cut = truncateMemoryHead(head, head.length <= MAX_MEMORY_BYTES);
     const absolutePath = join(ctx.displayDir, path);
     const content = cut.truncated ? cut.text + truncationNote(cut.truncated, absolutePath) : cut.text;
+    const header = recalledMemoryHeader(absolutePath, stat.mtimeMs, ctx.now);
+    const note = ctx.notes?.get(path);
     return {
       memory: {
         path,
-        header: recalledMemoryHeader(absolutePath, stat.mtimeMs, ctx.now),
+        header: note ? `${note}\n${header}` : header,
         content,
         truncated: cut.truncated !== undefined,
         mtimeMs: stat.mtimeMs,

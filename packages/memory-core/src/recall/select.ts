@@ -9,9 +9,11 @@ import {
   SELECTOR_MAX_TOKENS,
   selectionOutputSchema,
 } from './selection-prompt.js';
+import { findSupersessions, resolveMemoryLink, type Supersession } from './supersession.js';
 
-// Which memories to surface for a query (reference §5 "Selection"): drop what the context already holds,
-// ask the selector model, keep only names it was shown, at most five. The model is reached through an
+// Which memories to surface for a query: drop what the context already holds and what a newer memory
+// supersedes (recall/supersession.ts), ask the selector model, keep only names it was shown, then let the
+// picks' `[[links]]` fill the remaining slots, at most five in all. The model is reached through an
 // injected function; when it is slow, fails or answers nonsense, the lexical ranking decides instead, so a
 // recall degrades rather than fails (DESIGN §5).
 
@@ -71,6 +73,10 @@ export interface SelectionResult {
   candidates: MemoryHeader[];
   /** Names the selector returned that were not in the manifest (ignored). */
   unknownPicks: string[];
+  /** Memories added because a pick links to them (`to`), in the order they were added. */
+  linked: Array<{ from: string; to: string }>;
+  /** Supersessions whose newer memory is in `selected` (its older version was kept out of the manifest). */
+  superseded: Supersession[];
 }
 
 /** Normal form of a relative memory path for comparisons: NFC, forward slashes, no `./`. */
@@ -86,9 +92,33 @@ export async function selectRelevantMemories(input: SelectRelevantMemoriesInput)
   const excluded = new Set<string>();
   for (const p of input.alreadySurfaced ?? []) excluded.add(normalizeMemoryRelPath(p));
   for (const p of input.alreadyRead ?? []) excluded.add(normalizeMemoryRelPath(p));
-  // Removed before asking, so the five slots go to memories the context does not hold yet.
-  const candidates = input.headers.filter((h) => !excluded.has(normalizeMemoryRelPath(h.filename)));
-  if (candidates.length === 0) return { outcome: 'empty', selected: [], candidates, unknownPicks: [] };
+  // Removed before asking, so the five slots go to memories the context does not hold yet, and the model is
+  // never shown two versions of one fact.
+  const supersessions = findSupersessions(input.headers);
+  const candidates = input.headers.filter(
+    (h) => !excluded.has(normalizeMemoryRelPath(h.filename)) && !supersessions.has(h.filename),
+  );
+  if (candidates.length === 0)
+    return { outcome: 'empty', selected: [], candidates, unknownPicks: [], linked: [], superseded: [] };
+  const finish = (
+    outcome: RecallOutcome,
+    picks: MemoryHeader[],
+    extra: Pick<SelectionResult, 'fallbackReason' | 'fallbackDetail'> & { unknownPicks?: string[] } = {},
+  ): SelectionResult => {
+    const { selected, linked } = addLinkedMemories(picks, candidates, input.headers, supersessions);
+    const chosen = new Set(selected.map((h) => h.filename));
+    const superseded = [...supersessions.values()].filter((s) => chosen.has(s.newer));
+    return {
+      outcome,
+      selected,
+      ...(extra.fallbackReason ? { fallbackReason: extra.fallbackReason } : {}),
+      ...(extra.fallbackDetail !== undefined ? { fallbackDetail: extra.fallbackDetail } : {}),
+      candidates,
+      unknownPicks: extra.unknownPicks ?? [],
+      linked,
+      superseded,
+    };
+  };
 
   const byName = new Map(candidates.map((h) => [normalizeMemoryRelPath(h.filename), h]));
   const timeoutMs = input.timeoutMs ?? DEFAULT_SELECTOR_TIMEOUT_MS;
@@ -103,14 +133,12 @@ export async function selectRelevantMemories(input: SelectRelevantMemoriesInput)
     rejectOnAbort?.(input.signal?.reason);
   };
   input.signal?.addEventListener('abort', onAbort, { once: true });
-  const fallback = (reason: FallbackReason, detail: string): SelectionResult => ({
-    outcome: 'fallback',
-    selected: lexicalRank(input.query, candidates, { limit: MAX_SELECTED_MEMORIES }).map((m) => m.header),
-    fallbackReason: reason,
-    fallbackDetail: detail,
-    candidates,
-    unknownPicks: [],
-  });
+  const fallback = (reason: FallbackReason, detail: string): SelectionResult =>
+    finish(
+      'fallback',
+      lexicalRank(input.query, candidates, { limit: MAX_SELECTED_MEMORIES }).map((m) => m.header),
+      { fallbackReason: reason, fallbackDetail: detail },
+    );
 
   let reply: unknown;
   try {
@@ -164,5 +192,39 @@ export async function selectRelevantMemories(input: SelectRelevantMemoriesInput)
     seen.add(key);
     if (selected.length < MAX_SELECTED_MEMORIES) selected.push(header);
   }
-  return { outcome: 'model', selected, candidates, unknownPicks };
+  return finish('model', selected, { unknownPicks });
+}
+
+/**
+ * Fills the slots the picks leave free with the memories they link to (one hop, in pick order then link
+ * order), within MAX_SELECTED_MEMORIES. A link is resolved against every scanned memory (resolveMemoryLink),
+ * a superseded target is replaced by its newer version, and only manifest candidates qualify (not already
+ * surfaced or read).
+ */
+export function addLinkedMemories(
+  picks: readonly MemoryHeader[],
+  candidates: readonly MemoryHeader[],
+  allHeaders: readonly MemoryHeader[],
+  supersessions: ReadonlyMap<string, Supersession> = new Map(),
+): { selected: MemoryHeader[]; linked: Array<{ from: string; to: string }> } {
+  const selected = picks.slice(0, MAX_SELECTED_MEMORIES);
+  const linked: Array<{ from: string; to: string }> = [];
+  const eligible = new Map(candidates.map((h) => [h.filename, h]));
+  const taken = new Set(selected.map((h) => h.filename));
+  const byName = new Map(allHeaders.map((h) => [h.filename, h]));
+  for (const pick of picks.slice(0, MAX_SELECTED_MEMORIES)) {
+    for (const slug of pick.links ?? []) {
+      if (selected.length >= MAX_SELECTED_MEMORIES) return { selected, linked };
+      let target = resolveMemoryLink(slug, allHeaders);
+      const newer = target && supersessions.get(target.filename);
+      if (newer) target = byName.get(newer.newer);
+      if (!target || taken.has(target.filename)) continue;
+      const candidate = eligible.get(target.filename);
+      if (!candidate) continue;
+      taken.add(candidate.filename);
+      selected.push(candidate);
+      linked.push({ from: pick.filename, to: candidate.filename });
+    }
+  }
+  return { selected, linked };
 }

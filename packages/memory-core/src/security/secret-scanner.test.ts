@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { REDACTED, redactSecrets, SECRET_RULES, scanForSecrets } from './secret-scanner.js';
+import { BENIGN_NOTES, buildSecretCorpus, CORPUS_EXCLUDED, CORPUS_SPECS } from './secret-corpus.js';
+import {
+  isPlaceholderSecret,
+  REDACTED,
+  redactSecrets,
+  SECRET_RULES,
+  scanForSecrets,
+  shannonEntropy,
+} from './secret-scanner.js';
 
 // Fixtures are assembled at run time from a prefix and a pseudo-random body, so no string in this repository
 // looks like a real credential (and secret scanners on the repository stay quiet).
@@ -91,7 +99,10 @@ const FIXTURES: Record<string, Fixture> = {
     positive: j('gldt-', rand(ALNUM, 20)),
     negative: j('gldt-', rand(ALNUM, 19), ' '),
   },
-  'gitlab-runner-token': { positive: j('glrt-', rand(ALNUM, 20)), negative: j('glrt_', rand(ALNUM, 20)) },
+  'gitlab-runner-authentication-token': {
+    positive: j('glrt-', rand(ALNUM, 20)),
+    negative: j('glrt_', rand(ALNUM, 20)),
+  },
   'slack-bot-token': {
     positive: j('xoxb-', rand(DIGITS, 11), '-', rand(DIGITS, 12), '-', rand(ALNUM, 24)),
     negative: j('xoxb-', rand(DIGITS, 9), '-', rand(DIGITS, 12), '-', rand(ALNUM, 24)),
@@ -187,33 +198,39 @@ const FIXTURES: Record<string, Fixture> = {
 const sentence = (token: string) => `Deploy notes: the credential is ${token}\nkeep it safe.`;
 
 describe('secret scanner rules', () => {
-  it('has at least 30 rules, each with a fixture here', () => {
-    expect(SECRET_RULES.length).toBeGreaterThanOrEqual(30);
-    expect(Object.keys(FIXTURES).sort()).toEqual(SECRET_RULES.map((r) => r.id).sort());
+  it('covers every gitleaks rule family, each rule with corpus samples, fixtures here naming real rules', () => {
+    expect(SECRET_RULES.length).toBeGreaterThanOrEqual(200);
     expect(new Set(SECRET_RULES.map((r) => r.id)).size).toBe(SECRET_RULES.length);
+    const ids = SECRET_RULES.map((r) => r.id);
+    for (const id of Object.keys(FIXTURES)) expect(ids).toContain(id);
+    expect(CORPUS_SPECS.map((s) => s.id).sort()).toEqual([...ids].sort());
+    expect(Object.keys(CORPUS_EXCLUDED)).toEqual(['pkcs12-file']);
   });
 
-  describe.each(SECRET_RULES.map((r) => [r.id, r.label] as const))('%s', (id, label) => {
-    const fixture = FIXTURES[id] as Fixture;
+  describe.each(SECRET_RULES.filter((r) => r.id in FIXTURES).map((r) => [r.id, r.label] as const))(
+    '%s',
+    (id, label) => {
+      const fixture = FIXTURES[id] as Fixture;
 
-    it('detects a positive sample, reporting the rule and label but never the text', () => {
-      const found = scanForSecrets(sentence(fixture.positive));
-      expect(found).toContainEqual({ ruleId: id, label });
-      expect(JSON.stringify(found)).not.toContain(fixture.positive.trim());
-    });
+      it('detects a positive sample, reporting the rule and label but never the text', () => {
+        const found = scanForSecrets(sentence(fixture.positive));
+        expect(found).toContainEqual({ ruleId: id, label });
+        expect(JSON.stringify(found)).not.toContain(fixture.positive.trim());
+      });
 
-    it('does not fire on a near miss', () => {
-      expect(scanForSecrets(sentence(fixture.negative)).map((f) => f.ruleId)).not.toContain(id);
-    });
+      it('does not fire on a near miss', () => {
+        expect(scanForSecrets(sentence(fixture.negative)).map((f) => f.ruleId)).not.toContain(id);
+      });
 
-    it('redacts the positive sample', () => {
-      const redacted = redactSecrets(sentence(fixture.positive));
-      expect(redacted).toContain(REDACTED);
-      expect(redacted).not.toContain(fixture.positive.trim());
-      expect(redacted.startsWith('Deploy notes: the credential is ')).toBe(true);
-      expect(redacted.endsWith('\nkeep it safe.')).toBe(true);
-    });
-  });
+      it('redacts the positive sample', () => {
+        const redacted = redactSecrets(sentence(fixture.positive));
+        expect(redacted).toContain(REDACTED);
+        expect(redacted).not.toContain(fixture.positive.trim());
+        expect(redacted.startsWith('Deploy notes: the credential is ')).toBe(true);
+        expect(redacted.endsWith('\nkeep it safe.')).toBe(true);
+      });
+    },
+  );
 });
 
 describe('scanForSecrets / redactSecrets', () => {
@@ -244,5 +261,91 @@ describe('scanForSecrets / redactSecrets', () => {
     expect(scanForSecrets(notes)).toEqual([]);
     expect(redactSecrets(notes)).toBe(notes);
     expect(scanForSecrets('')).toEqual([]);
+  });
+});
+
+describe('the labelled corpus (bench/secrets.ts reports the same numbers)', () => {
+  const corpus = buildSecretCorpus();
+
+  it('is large and balanced: true positives for every rule, false positives for every family', () => {
+    const tps = corpus.filter((s) => s.kind === 'tp');
+    const fps = corpus.filter((s) => s.kind === 'fp');
+    expect(tps.length).toBeGreaterThanOrEqual(1000);
+    expect(fps.length).toBeGreaterThanOrEqual(1000);
+    for (const rule of SECRET_RULES) expect(tps.some((s) => s.ruleId === rule.id)).toBe(true);
+    const tpFamilies = new Set(tps.map((s) => s.family));
+    const fpFamilies = new Set(fps.map((s) => s.family));
+    for (const family of tpFamilies) expect(fpFamilies.has(family)).toBe(true);
+  });
+
+  it('is deterministic for a seed', () => {
+    expect(buildSecretCorpus(7)).toEqual(buildSecretCorpus(7));
+    expect(buildSecretCorpus(7)).not.toEqual(buildSecretCorpus(8));
+  });
+
+  it('detects every true positive with its own rule, and redacts it', () => {
+    const missed: string[] = [];
+    for (const sample of corpus.filter((s) => s.kind === 'tp')) {
+      const found = scanForSecrets(sample.text);
+      if (!found.some((f) => f.ruleId === sample.ruleId)) missed.push(`${sample.ruleId}/${sample.shape}`);
+      const redacted = redactSecrets(sample.text);
+      if (!redacted.includes(REDACTED) || scanForSecrets(redacted).some((f) => f.ruleId === sample.ruleId))
+        missed.push(`${sample.ruleId}/${sample.shape} (redaction)`);
+    }
+    expect(missed).toEqual([]);
+  });
+
+  it('flags none of the false positives (placeholders, near misses, ordinary notes)', () => {
+    const flagged = corpus
+      .filter((s) => s.kind === 'fp')
+      .filter((s) => scanForSecrets(s.text).length > 0)
+      .map((s) => `${s.ruleId}/${s.shape}`);
+    expect(flagged).toEqual([]);
+  });
+});
+
+describe('placeholder and entropy filter', () => {
+  it('drops documented placeholders', () => {
+    const docs = [
+      'aws_access_key_id = AKIAIOSFODNN7EXAMPLE',
+      `GITHUB_TOKEN=ghp_${'x'.repeat(36)}`,
+      `token: ghp_${'X'.repeat(36)}`,
+      'api_key = "your-api-key"',
+      'SLACK_TOKEN=<token>',
+      `stripe_key = sk_live_${'0'.repeat(24)}`,
+      `npm_${'a'.repeat(36)}`,
+      `DATADOG_API_KEY=${'abcdefghij'.repeat(4)}`,
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a literal ${VAR} placeholder, not a template
+      'password = "${DB_PASSWORD}"',
+    ];
+    for (const line of docs) expect(scanForSecrets(line), line).toEqual([]);
+    expect(BENIGN_NOTES.filter((note) => scanForSecrets(note).length > 0)).toEqual([]);
+  });
+
+  it('keeps a real-looking value of the same shape', () => {
+    const value = rand(ALNUM, 36);
+    expect(scanForSecrets(`GITHUB_TOKEN=ghp_${value}`).map((f) => f.ruleId)).toContain('github-pat');
+    expect(scanForSecrets(`api_key = "${rand(ALNUM, 24)}7"`).map((f) => f.ruleId)).toContain(
+      'generic-api-key',
+    );
+  });
+
+  it('measures entropy and recognises filler', () => {
+    expect(shannonEntropy('')).toBe(0);
+    expect(shannonEntropy('aaaa')).toBe(0);
+    expect(shannonEntropy('abcd')).toBeCloseTo(2);
+    expect(isPlaceholderSecret('AKIAIOSFODNN7EXAMPLE')).toBe(true);
+    expect(isPlaceholderSecret(`ghp_${'x'.repeat(36)}`)).toBe(true);
+    expect(isPlaceholderSecret('your-api-key')).toBe(true);
+    expect(isPlaceholderSecret('0123456789abcdef0123')).toBe(true);
+    expect(isPlaceholderSecret(`glpat-${rand(ALNUM, 20)}`)).toBe(false);
+  });
+
+  it('names rules, never values, and logs nothing of the text', () => {
+    const secret = j('xoxb-', rand(DIGITS, 12), '-', rand(DIGITS, 13), '-', rand(ALNUM, 24));
+    const found = scanForSecrets(`slack_bot_token: ${secret}`);
+    expect(found.length).toBeGreaterThan(0);
+    for (const f of found) expect(Object.keys(f).sort()).toEqual(['label', 'ruleId']);
+    expect(JSON.stringify(found)).not.toContain(secret.slice(5));
   });
 });

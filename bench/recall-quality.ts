@@ -1,0 +1,310 @@
+// Recall quality (issue 19): precision, recall and the empty-when-nothing-relevant rate of recall on the
+// labelled evaluation set (bench/lib/recall-eval.ts: three memory directories written to a temp dir and
+// scanned with the production scan, prompts labelled with the files that should and should not be recalled).
+// Paths measured, each through memory-core's production code:
+//   - BM25 alone: `lexicalRank` over the scanned headers (no supersession, no links) — the ranking itself;
+//   - lexical fallback: `selectRelevantMemories` with a selector that fails, i.e. what recall returns when
+//     the model times out (supersession filtering, the relevance floor, link filling);
+//   - scripted selector: `selectRelevantMemories` with the recall job's own `modelSelector` and SDK client,
+//     talking to testkit's scripted model server, whose responder reads the request (query + manifest, as a
+//     model would) and picks by a fixed rule: entries sharing ≥2 topical words with the query, or one word
+//     that at most two entries contain; at most 3, most shared words first. A stand-in, not a model: it
+//     measures the selector path (manifest, supersession, link filling, unknown-pick filtering) end to end;
+//   - real model: the same with the real API when ANTHROPIC_API_KEY is set (ENGRAM_SMALL_MODEL, default the
+//     workers' small model); never required.
+// Also prints the calibration sweep of the lexical floor (LEXICAL_MIN_SCORE × LEXICAL_RELATIVE_FLOOR).
+// Replayable: `--seed N` (default 20261201) fixes the set; the same seed gives the same numbers (the
+// real-model numbers excepted).
+import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createModelClient } from '@engram/agent-runtime/model/client';
+import { type MemoryHeader, scanMemoryDir } from '@engram/memory-core/memdir/scan';
+import {
+  LEXICAL_MIN_SCORE,
+  LEXICAL_RELATIVE_FLOOR,
+  LEXICAL_SINGLE_TERM_MAX_DF,
+  lexicalRank,
+} from '@engram/memory-core/recall/lexical';
+import { type MemorySelector, selectRelevantMemories } from '@engram/memory-core/recall/select';
+import { findSupersessions } from '@engram/memory-core/recall/supersession';
+import { topicalTerms } from '@engram/memory-core/text/tokenize';
+import { startModelServer } from '@engram/testkit/model-server';
+import { jsonReply } from '@engram/testkit/replies';
+import { loadWorkersConfig } from '@engram/workers/config';
+import { createRecallModelClient, modelSelector } from '@engram/workers/jobs/recall';
+import { buildRecallEval, type EvalQuery, type RecallEval } from './lib/recall-eval.js';
+
+const seedArg = process.argv.indexOf('--seed');
+const SEED = seedArg > 0 ? Number(process.argv[seedArg + 1]) : 20261201;
+const BASE = Date.UTC(2026, 10, 30, 12, 0, 0);
+const DAY = 86_400_000;
+
+function writeDirs(evalSet: RecallEval, root: string): Map<string, string> {
+  const dirs = new Map<string, string>();
+  for (const dir of evalSet.dirs) {
+    const memoryDir = join(root, dir.name, 'memory');
+    for (const m of dir.memories) {
+      const path = join(memoryDir, m.file);
+      mkdirSync(dirname(path), { recursive: true });
+      const fm = [
+        '---',
+        `name: ${JSON.stringify(m.name)}`,
+        `description: ${JSON.stringify(m.description)}`,
+        `type: ${m.type}`,
+        ...(m.supersedes ? [`supersedes: ${JSON.stringify(m.supersedes)}`] : []),
+        '---',
+        '',
+      ];
+      writeFileSync(path, `${fm.join('\n')}${m.body}`);
+      const t = (BASE - m.ageDays * DAY) / 1000;
+      utimesSync(path, t, t);
+    }
+    writeFileSync(
+      join(memoryDir, 'MEMORY.md'),
+      dir.memories.map((m) => `- [${m.name}](${m.file})`).join('\n'),
+    );
+    dirs.set(dir.name, memoryDir);
+  }
+  return dirs;
+}
+
+interface Tally {
+  hits: number;
+  returned: number;
+  relevant: number;
+  irrelevantQueries: number;
+  irrelevantEmpty: number;
+  criticalLeaks: number;
+  byKind: Map<string, { hits: number; returned: number; relevant: number; n: number }>;
+}
+
+function tally(results: ReadonlyArray<{ q: EvalQuery; picked: string[] }>): Tally {
+  const t: Tally = {
+    hits: 0,
+    returned: 0,
+    relevant: 0,
+    irrelevantQueries: 0,
+    irrelevantEmpty: 0,
+    criticalLeaks: 0,
+    byKind: new Map(),
+  };
+  for (const { q, picked } of results) {
+    const hits = picked.filter((f) => q.should.includes(f)).length;
+    t.hits += hits;
+    t.returned += picked.length;
+    t.relevant += q.should.length;
+    if (q.should.length === 0) {
+      t.irrelevantQueries += 1;
+      if (picked.length === 0) t.irrelevantEmpty += 1;
+    }
+    if (picked.some((f) => q.shouldNot.includes(f))) t.criticalLeaks += 1;
+    const k = t.byKind.get(q.kind) ?? { hits: 0, returned: 0, relevant: 0, n: 0 };
+    k.hits += hits;
+    k.returned += picked.length;
+    k.relevant += q.should.length;
+    k.n += 1;
+    t.byKind.set(q.kind, k);
+  }
+  return t;
+}
+
+const f3 = (n: number) => (Number.isFinite(n) ? n.toFixed(3) : '—');
+const ratio = (a: number, b: number) => (b === 0 ? Number.NaN : a / b);
+
+function line(name: string, t: Tally) {
+  return `${name.padEnd(20)} precision ${f3(ratio(t.hits, t.returned))}  recall ${f3(ratio(t.hits, t.relevant))}  empty-when-irrelevant ${f3(ratio(t.irrelevantEmpty, t.irrelevantQueries))}  superseded/near-dup leaks ${t.criticalLeaks}  (returned ${t.returned}, hits ${t.hits})`;
+}
+
+function kinds(t: Tally) {
+  return [...t.byKind]
+    .map(([k, v]) => `${k} ${v.n}q p=${f3(ratio(v.hits, v.returned))} r=${f3(ratio(v.hits, v.relevant))}`)
+    .join(' · ');
+}
+
+/** The scripted selector's rule (see the header comment), applied to the request the SDK sent. */
+function scriptedPicks(user: string): string[] {
+  const query = /^Query: (.*)$/m.exec(user)?.[1] ?? '';
+  const queryTerms = new Set(topicalTerms(query));
+  const entries = [...user.matchAll(/^- (?:\[\w+\] )?(\S+\.md) \([^)]*\)(?:: (.*))?$/gm)].map((m) => ({
+    file: m[1] as string,
+    terms: new Set(topicalTerms(`${(m[1] as string).replace(/[_/.-]/g, ' ')} ${m[2] ?? ''}`)),
+  }));
+  const df = new Map<string, number>();
+  for (const e of entries) for (const t of e.terms) df.set(t, (df.get(t) ?? 0) + 1);
+  return entries
+    .map((e) => {
+      const shared = [...queryTerms].filter((t) => e.terms.has(t));
+      const rare = shared.filter((t) => (df.get(t) ?? 0) <= 2).length;
+      return { file: e.file, shared: shared.length, rare };
+    })
+    .filter((e) => e.shared >= 2 || e.rare >= 1)
+    .sort((a, b) => b.shared - a.shared || b.rare - a.rare || (a.file < b.file ? -1 : 1))
+    .slice(0, 3)
+    .map((e) => e.file);
+}
+
+async function runSelector(
+  evalSet: RecallEval,
+  headersByDir: Map<string, MemoryHeader[]>,
+  selector: MemorySelector,
+  timeoutMs: number,
+  concurrency = 1,
+) {
+  const results: Array<{ q: EvalQuery; picked: string[]; outcome: string }> = new Array(
+    evalSet.queries.length,
+  );
+  let next = 0;
+  const lane = async () => {
+    while (next < evalSet.queries.length) {
+      const i = next++;
+      const q = evalSet.queries[i] as EvalQuery;
+      const selection = await selectRelevantMemories({
+        query: q.query,
+        headers: headersByDir.get(q.dir) ?? [],
+        selector,
+        timeoutMs,
+      });
+      results[i] = { q, picked: selection.selected.map((h) => h.filename), outcome: selection.outcome };
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, lane));
+  return results;
+}
+
+const evalSet = buildRecallEval(SEED);
+const root = mkdtempSync(join(tmpdir(), 'engram-bench-recall-quality-'));
+try {
+  const dirs = writeDirs(evalSet, root);
+  const headersByDir = new Map<string, MemoryHeader[]>();
+  for (const [name, dir] of dirs) {
+    const scan = await scanMemoryDir(dir, { cache: false });
+    if (scan.problems.length > 0)
+      throw new Error(`scan problems in ${name}: ${JSON.stringify(scan.problems)}`);
+    headersByDir.set(name, scan.headers);
+  }
+  const files = [...headersByDir.values()].reduce((n, h) => n + h.length, 0);
+  const irrelevant = evalSet.queries.filter((q) => q.should.length === 0).length;
+  console.log(
+    `recall quality — ${cpus().length} cores, node ${process.version}, seed ${SEED}\n` +
+      `set: ${evalSet.dirs.length} memory directories, ${files} files (${[...headersByDir].map(([n, h]) => `${n} ${h.length}`).join(', ')}); ` +
+      `${evalSet.queries.length} queries (${evalSet.queries.length - irrelevant} with relevant files, ${irrelevant} with none)\n` +
+      `lexical floor: LEXICAL_MIN_SCORE ${LEXICAL_MIN_SCORE}, LEXICAL_RELATIVE_FLOOR ${LEXICAL_RELATIVE_FLOOR}\n`,
+  );
+
+  // BM25 alone and the calibration sweep (supersession applied, as recall does, so the sweep calibrates the
+  // floor the fallback actually uses).
+  const supersessionsByDir = new Map([...headersByDir].map(([n, h]) => [n, findSupersessions(h)]));
+  const bm25 = (
+    minScore: number,
+    relativeFloor: number,
+    filter: boolean,
+    singleTermMaxDf = LEXICAL_SINGLE_TERM_MAX_DF,
+  ) =>
+    evalSet.queries.map((q) => {
+      const sup = supersessionsByDir.get(q.dir) ?? new Map();
+      const headers = (headersByDir.get(q.dir) ?? []).filter((h) => !filter || !sup.has(h.filename));
+      return {
+        q,
+        picked: lexicalRank(q.query, headers, { minScore, relativeFloor, singleTermMaxDf }).map(
+          (m) => m.header.filename,
+        ),
+      };
+    });
+  console.log('calibration sweep (lexical ranking over the non-superseded candidates):');
+  console.log('  single-term df  min score  relative  precision  recall  empty-when-irrelevant');
+  for (const dfMax of [1, 2, 3]) {
+    for (const minScore of [0.75, 1, 1.25]) {
+      for (const relative of [0.5, 0.7, 0.8, 0.9, 0.95]) {
+        const t = tally(bm25(minScore, relative, true, dfMax));
+        const chosen =
+          dfMax === LEXICAL_SINGLE_TERM_MAX_DF &&
+          minScore === LEXICAL_MIN_SCORE &&
+          relative === LEXICAL_RELATIVE_FLOOR;
+        console.log(
+          `  ${String(dfMax).padStart(14)}  ${String(minScore).padStart(9)}  ${String(relative).padStart(8)}  ${f3(ratio(t.hits, t.returned)).padStart(9)}  ${f3(ratio(t.hits, t.relevant)).padStart(6)}  ${f3(ratio(t.irrelevantEmpty, t.irrelevantQueries)).padStart(21)}${chosen ? '  <- chosen' : ''}`,
+        );
+      }
+    }
+  }
+  console.log('');
+
+  const alone = tally(bm25(LEXICAL_MIN_SCORE, LEXICAL_RELATIVE_FLOOR, false));
+  console.log(line('BM25 alone', alone));
+  const failing: MemorySelector = async () => {
+    throw new Error('bench: the selector is down, so the lexical fallback decides');
+  };
+  const fallbackResults = await runSelector(evalSet, headersByDir, failing, 1000);
+  if (fallbackResults.some((r) => r.outcome !== 'fallback'))
+    throw new Error('expected every recall to fall back');
+  const fallback = tally(fallbackResults);
+  console.log(line('lexical fallback', fallback));
+  console.log(`  by kind: ${kinds(fallback)}`);
+
+  const server = await startModelServer();
+  try {
+    server.route(
+      'selector',
+      () => true,
+      (request) => {
+        const content = request.body.messages[0]?.content;
+        const user =
+          typeof content === 'string'
+            ? content
+            : (content ?? []).map((b) => (typeof b.text === 'string' ? b.text : '')).join('\n');
+        return jsonReply({ selected_memories: scriptedPicks(user) });
+      },
+    );
+    const config = loadWorkersConfig({
+      ANTHROPIC_API_KEY: 'bench',
+      ANTHROPIC_BASE_URL: server.url,
+      LOG_LEVEL: 'silent',
+    });
+    const scripted = await runSelector(
+      evalSet,
+      headersByDir,
+      modelSelector(createRecallModelClient(config), config.smallModel),
+      10_000,
+    );
+    if (scripted.some((r) => r.outcome !== 'model'))
+      throw new Error('the scripted selector must answer every query');
+    const t = tally(scripted);
+    console.log(line('scripted selector', t));
+    console.log(`  by kind: ${kinds(t)}`);
+  } finally {
+    await server.close();
+  }
+
+  if (process.env.ANTHROPIC_API_KEY) {
+    const config = loadWorkersConfig(process.env);
+    const client = createModelClient({
+      apiKey: process.env.ANTHROPIC_API_KEY,
+      ...(config.anthropic.baseURL ? { baseURL: config.anthropic.baseURL } : {}),
+      maxRetries: 2,
+    });
+    const real = await runSelector(
+      evalSet,
+      headersByDir,
+      modelSelector(client, config.smallModel),
+      30_000,
+      4,
+    );
+    const t = tally(real);
+    const fellBack = real.filter((r) => r.outcome !== 'model').length;
+    console.log(line(`model ${config.smallModel}`, t));
+    console.log(`  by kind: ${kinds(t)}${fellBack ? ` (${fellBack} recalls fell back to lexical)` : ''}`);
+  } else {
+    console.log('real model: skipped (set ANTHROPIC_API_KEY to measure the small model on the same set)');
+  }
+
+  const ok =
+    ratio(fallback.hits, fallback.returned) >= 0.9 &&
+    ratio(fallback.hits, fallback.relevant) >= 0.6 &&
+    ratio(fallback.irrelevantEmpty, fallback.irrelevantQueries) >= 0.95;
+  console.log(
+    `\ntargets (lexical fallback): precision >= 0.9 at recall >= 0.6, empty-when-irrelevant >= 0.95 — ${ok ? 'met' : 'NOT MET'}`,
+  );
+  if (!ok) process.exitCode = 1;
+} finally {
+  rmSync(root, { recursive: true, force: true });
+}
