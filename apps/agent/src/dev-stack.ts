@@ -1,4 +1,4 @@
-import { closeSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import type { QueueBackendConfig } from '@engram/queue/backend-config';
@@ -70,6 +70,7 @@ export function readDevStack(engramHome: string): DevStack | undefined {
  */
 export function claimDevStack(engramHome: string, pid = process.pid): void {
   const path = devStackPath(engramHome);
+  mkdirSync(engramHome, { recursive: true, mode: 0o700 });
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const fd = openSync(path, 'wx', 0o600);

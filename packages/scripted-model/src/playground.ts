@@ -79,7 +79,8 @@ function slugOf(words: string): string {
 /** The memory the playground saves for a user statement, or undefined when nothing is worth keeping. */
 export function playgroundMemory(statement: string): PlaygroundMemory | undefined {
   const sentence = statement.replace(/\s+/g, ' ').trim();
-  if (sentence.length < 8) return undefined;
+  // Questions are not statements worth keeping.
+  if (sentence.length < 8 || sentence.endsWith('?')) return undefined;
   const type = FEEDBACK.test(sentence)
     ? 'feedback'
     : USER.test(sentence)
@@ -173,11 +174,44 @@ function answer(r: RecordedRequest): ScriptStep {
   return textReply(lines.join('\n'));
 }
 
+/** Does the conversation's context carry a MEMORY.md index with at least one entry? */
+function hasIndexEntries(r: RecordedRequest): boolean {
+  const first = r.body.messages[0];
+  return !!first && /\]\([^)\s]+\.md\)/.test(textOf(first.content));
+}
+
+function isNewPrompt(r: RecordedRequest): boolean {
+  const last = r.body.messages.at(-1);
+  return !!last && last.role === 'user' && blocksOf(last.content).every((b) => b.type !== 'tool_result');
+}
+
 /** The playground's responder for a `startModelServer({ fallback })`. */
-export function playgroundResponder(): Responder {
-  return (r: RecordedRequest) => {
-    if (r.body.output_config?.format) return select(r);
+export function playgroundResponder(options: { recallWaitMs?: number } = {}): Responder {
+  // Recall runs beside the main model and is injected before the agent's next model call. A real model is
+  // slower than the small one; the playground's first reply to a prompt waits (bounded) for the selector and
+  // then looks around once (a Glob), so the recalled memory is in context when it answers.
+  let waiters: Array<() => void> = [];
+  const selectorAnswered = () => {
+    const ready = waiters;
+    waiters = [];
+    for (const w of ready) w();
+  };
+  return async (r: RecordedRequest) => {
+    if (r.body.output_config?.format) {
+      setTimeout(selectorAnswered, 0);
+      return select(r);
+    }
     if (JSON.stringify(r.body.messages).includes(EXTRACTION_MARKER)) return extract(r);
+    if (isNewPrompt(r) && hasIndexEntries(r) && recalledMemories(r).length === 0 && r.body.tools?.length) {
+      await Promise.race([
+        new Promise<void>((resolve) => waiters.push(resolve)),
+        new Promise((resolve) => setTimeout(resolve, options.recallWaitMs ?? 5_000)),
+      ]);
+      return {
+        ...reply(text('Let me look at the project first.'), toolUse('Glob', { pattern: '*' })),
+        latencyMs: 300,
+      };
+    }
     return answer(r);
   };
 }
