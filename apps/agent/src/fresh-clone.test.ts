@@ -1,6 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -50,7 +50,7 @@ beforeAll(() => {
   execFileSync('git', ['clone', '--quiet', '--no-checkout', root, clone]);
   execFileSync('git', ['-C', clone, 'checkout', '--quiet', head]);
   expect(existsSync(join(clone, 'node_modules'))).toBe(false);
-  const cache = execFileSync('npm', ['config', 'get', 'cache'], { encoding: 'utf8' }).trim();
+  const cache = process.env.npm_config_cache || join(homedir(), '.npm');
   env = {
     PATH: process.env.PATH,
     TMPDIR: process.env.TMPDIR,
