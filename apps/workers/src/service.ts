@@ -2,6 +2,7 @@ import type { JobKind } from '@engram/queue/catalog';
 import { inspectBackend, UnsafeBackendError } from '@engram/queue/diagnostics';
 import { openQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { JobProducer } from '@engram/queue/producer';
+import { readConsolidationState } from '@engram/queue/state/consolidation-lock';
 import { createJobWorker, type JobHandler } from '@engram/queue/worker';
 import type { WorkersConfig } from './config.js';
 import { type RunningHttpServer, startHttpServer } from './http/server.js';
@@ -109,6 +110,8 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
       config,
       metrics,
       dashboardQueues: config.queues.map((kind) => producer.queue(kind)),
+      consolidationRunning: async (projectDir) =>
+        !!(await readConsolidationState(engine.state, projectDir)).running,
       checkReady: async () => {
         const details: Record<string, unknown> = {};
         let ok = true;
