@@ -115,7 +115,19 @@ export async function startHttpServer(deps: HttpDeps): Promise<RunningHttpServer
     const s = serve({ fetch: app.fetch, hostname: deps.config.http.host, port: deps.config.http.port }, () =>
       resolve(s),
     );
-    s.once('error', reject);
+    s.once('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        error.code === 'EADDRINUSE'
+          ? Object.assign(
+              new Error(
+                `port ${deps.config.http.port} on ${deps.config.http.host} is already in use (another engram dev or ` +
+                  'engram workers?); choose another with ENGRAM_WORKERS_PORT (0 picks a free one).',
+              ),
+              { code: 'PORT_IN_USE' },
+            )
+          : error,
+      ),
+    );
   });
   const { port } = server.address() as AddressInfo;
   const host = deps.config.http.host === '0.0.0.0' ? '127.0.0.1' : deps.config.http.host;
