@@ -24,7 +24,8 @@ export function engram(
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [ENGRAM_BIN, ...args], {
       cwd: opts.cwd,
-      env: opts.env as NodeJS.ProcessEnv,
+      // The test run's temporary directory (removed at the end of the run), unless the test sets its own.
+      env: { TMPDIR: process.env.TMPDIR, ...opts.env } as NodeJS.ProcessEnv,
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';

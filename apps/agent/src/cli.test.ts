@@ -1,4 +1,12 @@
-import { existsSync, promises as fs, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  promises as fs,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
@@ -108,6 +116,7 @@ describe('engram run', () => {
     const out = JSON.parse(result.stdout);
     expect(out.answer).toBe('Noted.');
     expect(out.memory.extract.status).toBe('queued');
+    expect(out.memory.status).toBe('done');
     expect(out.memory.drained).toBe(true);
     expect(out.memory.receipts[0].memories).toEqual([
       { path: 'feedback_pnpm.md', type: 'feedback', action: 'created' },
@@ -130,13 +139,42 @@ describe('engram run', () => {
     expect(textOf(first.body.messages[0]?.content)).toContain('- [Use pnpm](feedback_pnpm.md)');
   });
 
-  it('prints a text answer with exit 0 and says memory was not queued when Redis is down', async () => {
+  it('prints the answer but exits 3 and says memory was not queued when Redis is down', async () => {
     const result = await engram(['run', '-p', 'hello there', '--cwd', project()], {
       env: env({ REDIS_URL: 'redis://127.0.0.1:1' }),
     });
-    expect(result.code).toBe(0);
+    expect(result.code).toBe(3);
     expect(result.stdout.trim()).toBe('Noted.');
     expect(result.stderr).toContain('memory work was not queued');
+    const json = await engram(['run', '-p', 'hello there', '--cwd', project(), '--output-format', 'json'], {
+      env: env({ REDIS_URL: 'redis://127.0.0.1:1' }),
+    });
+    expect(json.code).toBe(3);
+    const out = JSON.parse(json.stdout);
+    expect(out.answer).toBe('Noted.');
+    expect(out.memory.status).toBe('not-queued');
+    expect(out.memory.reason).toMatch(/127\.0\.0\.1:1|ECONNREFUSED|unavailable|timed out/i);
+  });
+
+  it('exits 3 with status "failed" (never "pending") when the extraction job fails for good', async () => {
+    server.respond((r) =>
+      isFork(r)
+        ? { kind: 'error', status: 401, type: 'authentication_error', message: 'invalid x-api-key' }
+        : textReply('Noted.'),
+    );
+    const result = await engram(
+      ['run', '-p', 'Always use pnpm here.', '--cwd', project(), '--output-format', 'json'],
+      { env: env() },
+    );
+    expect(result.code, result.stderr).toBe(3);
+    const out = JSON.parse(result.stdout);
+    expect(out.memory.status).toBe('failed');
+    expect(out.memory.reason).toContain('invalid x-api-key');
+    expect(out.memory.drained).toBe(false);
+    const text = await engram(['run', '-p', 'Always use pnpm here.', '--cwd', project()], { env: env() });
+    expect(text.code).toBe(3);
+    expect(text.stderr).toMatch(/memory extraction failed after 1 attempt: .*invalid x-api-key/);
+    expect(text.stderr).not.toContain('pending');
   });
 
   it('loads CLAUDE.md files in the documented order and a paths-scoped rule only after a matching file was read', async () => {
@@ -316,6 +354,17 @@ describe('engram demo', () => {
     );
     // Session 2: the memory is recalled by the side query and injected; the scripted answer proves it arrived.
     expect(result.stdout).toContain('Recalled 1 memory (feedback_pnpm.md)');
-    expect(result.stdout.trimEnd().endsWith('(recalled from memory).'), result.stdout.slice(-600)).toBe(true);
+    expect(result.stdout).toContain('workspace links (recalled from memory).\n');
+    // It keeps its memory where the command it prints last finds it, and removes its throwaway engine data.
+    const command = /See it with:\n {2}npx engram (memory list --cwd (\S+))\n?$/.exec(result.stdout);
+    expect(command, result.stdout.slice(-400)).not.toBeNull();
+    const list = await engram(['memory', 'list', '--json', '--cwd', command![2]!], {
+      env: { PATH: process.env.PATH, HOME: home },
+    });
+    expect(list.code).toBe(0);
+    expect(JSON.parse(list.stdout).memories.map((m: { file: string }) => m.file)).toEqual([
+      'feedback_pnpm.md',
+    ]);
+    expect(readdirSync(tmpdir()).filter((f) => f.startsWith('engram-scratch-'))).toEqual([]);
   });
 });

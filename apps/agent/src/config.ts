@@ -1,45 +1,39 @@
 import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
+import {
+  ConfigError,
+  describeIssues,
+  LOG_LEVELS,
+  nonNegativeInt,
+  positiveInt,
+  resolveEngramHome,
+  sharedEnvSchema,
+} from '@engram/config/env';
 import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
 import { z } from 'zod';
-import { devStackBackend } from './dev-stack.js';
+import { readDevStack } from './dev-stack.js';
 
-// The agent's configuration: environment only, validated at start with a readable error (DESIGN §8).
+// The agent's configuration: environment only, validated at start with a readable error. The settings it
+// shares with the workers (home, model, namespace, booleans) come from @engram/config, so both read them alike.
 
-export class AgentConfigError extends Error {
-  readonly code = 'CONFIG_INVALID';
+export class AgentConfigError extends ConfigError {
   constructor(message: string) {
     super(message);
     this.name = 'AgentConfigError';
   }
 }
 
-const positiveInt = z.coerce.number().int().positive();
-
-const envSchema = z.object({
-  HOME: z.string().optional(),
-  ENGRAM_HOME: z.string().min(1).optional(),
-  ENGRAM_MEMORY_DIR: z.string().optional(),
-  ANTHROPIC_API_KEY: z.string().optional(),
-  ANTHROPIC_BASE_URL: z.url().optional(),
-  ENGRAM_MODEL: z.string().min(1).default('claude-sonnet-5-5'),
-  ENGRAM_SMALL_MODEL: z.string().min(1).default('claude-haiku-5-5'),
+const envSchema = sharedEnvSchema.extend({
   ENGRAM_MAX_OUTPUT_TOKENS: positiveInt.default(16_000),
   ENGRAM_CONTEXT_WINDOW: positiveInt.default(200_000),
   ENGRAM_MAX_TURNS: positiveInt.default(50),
-  ENGRAM_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(0).default(60_000),
+  ENGRAM_DRAIN_TIMEOUT_MS: nonNegativeInt.default(60_000),
   ENGRAM_ENQUEUE_TIMEOUT_MS: positiveInt.default(2_000),
   ENGRAM_MANAGED_CLAUDE_MD: z.string().default('/etc/claude-code/CLAUDE.md'),
-  ENGRAM_NAMESPACE: z
-    .string()
-    .regex(/^[A-Za-z0-9:_-]{1,64}$/)
-    .default('engram'),
-  ENGRAM_DISABLE_MEMORY: z.enum(['0', '1', 'true', 'false']).optional(),
-  ENGRAM_CLEANUP_PERIOD_DAYS: z.coerce.number().int().min(0).default(30),
+  ENGRAM_CLEANUP_PERIOD_DAYS: nonNegativeInt.default(30),
   ENGRAM_DREAM_MIN_HOURS: z.coerce.number().positive().default(24),
   ENGRAM_DREAM_MIN_SESSIONS: positiveInt.default(5),
   ENGRAM_DREAM_SCAN_INTERVAL_MS: positiveInt.default(10 * 60_000),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default('warn'),
 });
 
 export interface AgentConfig {
@@ -57,6 +51,8 @@ export interface AgentConfig {
   enqueueTimeoutMs: number;
   managedClaudeMdPath: string;
   anthropic: { apiKey: string | undefined; baseURL: string | undefined };
+  /** Set when the model is the scripted playground of a keyless `engram dev --scripted-model`. */
+  scriptedModel: boolean;
   memoryEnabled: boolean;
   dream: { minHours: number; minSessions: number; scanIntervalMs: number };
   /** Transcripts older than this are deleted (0 keeps them forever). */
@@ -66,10 +62,7 @@ export interface AgentConfig {
 
 export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
   const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
-    throw new AgentConfigError(`Invalid configuration:\n${lines.join('\n')}`);
-  }
+  if (!parsed.success) throw new AgentConfigError(`Invalid configuration:\n${describeIssues(parsed.error)}`);
   const e = parsed.data;
   let backend: QueueBackendConfig;
   try {
@@ -78,9 +71,24 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
     throw new AgentConfigError(`Invalid configuration:\n  ${(error as Error).message}`);
   }
   const homeDir = e.HOME ?? homedir();
-  const engramHome = resolve(e.ENGRAM_HOME ?? join(homeDir, '.engram'));
-  // Nothing configured: use the queue of a running `engram dev`, if there is one.
-  if (backend.implicit) backend = devStackBackend(engramHome) ?? backend;
+  let engramHome: string;
+  try {
+    engramHome = resolveEngramHome({ HOME: homeDir, ENGRAM_HOME: e.ENGRAM_HOME });
+  } catch (error) {
+    throw new AgentConfigError((error as Error).message);
+  }
+  // Nothing configured: use the queue (and, with no key, the scripted model) of a running `engram dev`.
+  const dev =
+    backend.implicit || (!e.ANTHROPIC_API_KEY && !e.ANTHROPIC_BASE_URL)
+      ? readDevStack(engramHome)
+      : undefined;
+  if (backend.implicit && dev?.backend) {
+    backend =
+      dev.backend.kind === 'postgres'
+        ? { kind: 'postgres', url: dev.backend.url, implicit: false }
+        : { kind: 'redis', url: dev.backend.url, implicit: false };
+  }
+  const scriptedModel = !e.ANTHROPIC_API_KEY && !e.ANTHROPIC_BASE_URL && !!dev?.scriptedModel;
   return {
     homeDir,
     engramHome,
@@ -95,8 +103,11 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
     drainTimeoutMs: e.ENGRAM_DRAIN_TIMEOUT_MS,
     enqueueTimeoutMs: e.ENGRAM_ENQUEUE_TIMEOUT_MS,
     managedClaudeMdPath: e.ENGRAM_MANAGED_CLAUDE_MD,
-    anthropic: { apiKey: e.ANTHROPIC_API_KEY, baseURL: e.ANTHROPIC_BASE_URL },
-    memoryEnabled: !(e.ENGRAM_DISABLE_MEMORY === '1' || e.ENGRAM_DISABLE_MEMORY === 'true'),
+    anthropic: scriptedModel
+      ? { apiKey: 'scripted-playground', baseURL: dev?.scriptedModel }
+      : { apiKey: e.ANTHROPIC_API_KEY, baseURL: e.ANTHROPIC_BASE_URL },
+    scriptedModel,
+    memoryEnabled: !e.ENGRAM_DISABLE_MEMORY,
     cleanupPeriodDays: e.ENGRAM_CLEANUP_PERIOD_DAYS,
     dream: {
       minHours: e.ENGRAM_DREAM_MIN_HOURS,

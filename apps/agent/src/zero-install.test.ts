@@ -64,9 +64,11 @@ describe('zero-install local mode', () => {
       ENGRAM_DRAIN_TIMEOUT_MS: '30000',
       LOG_LEVEL: 'error',
     };
+    // Its own process group, as a terminal runs it, so Ctrl-C below reaches the whole group.
     const dev = spawn(process.execPath, [ENGRAM_BIN, 'dev', '--port', '0'], {
-      env,
+      env: { TMPDIR: process.env.TMPDIR, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
     });
     let devOut = '';
     dev.stdout.on('data', (c: Buffer) => {
@@ -103,8 +105,10 @@ describe('zero-install local mode', () => {
       const paths = JSON.parse((await engram(['memory', 'path', '--json', '--cwd', cwd], { env })).stdout);
       expect(existsSync(join(paths.memoryDir, 'feedback_pnpm.md'))).toBe(true);
     } finally {
-      dev.kill('SIGINT');
+      // Ctrl-C as a terminal sends it (to the group, PostgreSQL included): the workers close first, cleanly.
+      process.kill(-dev.pid!, 'SIGINT');
       expect(await exited).toBe(0);
+      expect(devOut).not.toMatch(/57P01|terminating connection|Unhandled/);
       rmSync(engramHome, { recursive: true, force: true });
     }
   }, 120_000);

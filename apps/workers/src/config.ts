@@ -1,33 +1,25 @@
-import { homedir } from 'node:os';
-import { join } from 'node:path';
+import {
+  boolFlag,
+  ConfigError,
+  describeIssues,
+  LOG_LEVELS,
+  positiveInt,
+  resolveEngramHome,
+  sharedEnvSchema,
+} from '@engram/config/env';
 import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
-import type { JobKind } from '@engram/queue/catalog';
+import { JOB_KINDS, type JobKind } from '@engram/queue/catalog';
 import { sessionStateTtlMs } from '@engram/queue/state/session-state';
 import { z } from 'zod';
 
-// The worker service's configuration: environment only, validated at start with a readable error (DESIGN §8).
+// The worker service's configuration: environment only, validated at start with a readable error. The settings
+// it shares with the agent (home, model, namespace, booleans) come from @engram/config, so both read them alike.
 
-export class ConfigError extends Error {
-  readonly code = 'CONFIG_INVALID';
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError };
 
-const positiveInt = z.coerce.number().int().positive();
 const optionalPositiveInt = positiveInt.optional();
-const bool = z
-  .enum(['1', '0', 'true', 'false', 'yes', 'no'])
-  .transform((v) => v === '1' || v === 'true' || v === 'yes');
 
-const envSchema = z.object({
-  ENGRAM_HOME: z.string().min(1).optional(),
-  ENGRAM_MEMORY_DIR: z.string().optional(),
-  ANTHROPIC_API_KEY: z.string().optional(),
-  ANTHROPIC_BASE_URL: z.url().optional(),
-  ENGRAM_MODEL: z.string().min(1).default('claude-sonnet-5-5'),
-  ENGRAM_SMALL_MODEL: z.string().min(1).default('claude-haiku-5-5'),
+const envSchema = sharedEnvSchema.extend({
   ENGRAM_WORKERS_HOST: z.string().min(1).default('127.0.0.1'),
   ENGRAM_WORKERS_PORT: z.coerce.number().int().min(0).max(65_535).default(8090),
   ENGRAM_QUEUES: z.string().optional(),
@@ -45,16 +37,12 @@ const envSchema = z.object({
   ENGRAM_CLEANUP_PERIOD_DAYS: z.coerce.number().int().min(0).default(30),
   ENGRAM_RECONCILE_QUIET_MS: z.coerce.number().int().min(0).default(30_000),
   ENGRAM_MODEL_MAX_RETRIES: z.coerce.number().int().min(0).max(2).default(1),
-  ENGRAM_DASHBOARD: bool.default(true),
-  ENGRAM_DASHBOARD_READONLY: bool.default(true),
+  ENGRAM_DASHBOARD: boolFlag.default(true),
+  ENGRAM_DASHBOARD_READONLY: boolFlag.default(true),
   ENGRAM_DASHBOARD_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   ENGRAM_DASHBOARD_USER: z.string().min(1).optional(),
   ENGRAM_DASHBOARD_PASSWORD: z.string().min(8, 'must be at least 8 characters').optional(),
-  ENGRAM_NAMESPACE: z
-    .string()
-    .regex(/^[A-Za-z0-9:_-]{1,64}$/)
-    .default('engram'),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
 });
 
 export interface WorkersConfig {
@@ -92,13 +80,10 @@ export interface WorkersConfig {
   logLevel: string;
 }
 
-const ALL_QUEUES: JobKind[] = ['extract', 'session-memory', 'dream', 'recall', 'reconcile'];
-
 export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): WorkersConfig {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
-    throw new ConfigError(`Invalid worker configuration:\n${lines.join('\n')}`);
+    throw new ConfigError(`Invalid worker configuration:\n${describeIssues(parsed.error)}`);
   }
   const e = parsed.data;
   if ((e.ENGRAM_DASHBOARD_USER === undefined) !== (e.ENGRAM_DASHBOARD_PASSWORD === undefined)) {
@@ -106,15 +91,15 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
       'Invalid worker configuration:\n  ENGRAM_DASHBOARD_USER and ENGRAM_DASHBOARD_PASSWORD must be set together.',
     );
   }
-  let queues = ALL_QUEUES;
+  let queues = [...JOB_KINDS];
   if (e.ENGRAM_QUEUES) {
     const names = e.ENGRAM_QUEUES.split(',')
       .map((s) => s.trim())
       .filter(Boolean);
-    const unknown = names.filter((n) => !ALL_QUEUES.includes(n as JobKind));
+    const unknown = names.filter((n) => !JOB_KINDS.includes(n as JobKind));
     if (unknown.length) {
       throw new ConfigError(
-        `Invalid worker configuration:\n  ENGRAM_QUEUES: unknown queue(s) ${unknown.join(', ')}; use ${ALL_QUEUES.join(', ')}.`,
+        `Invalid worker configuration:\n  ENGRAM_QUEUES: unknown queue(s) ${unknown.join(', ')}; use ${JOB_KINDS.join(', ')}.`,
       );
     }
     queues = names as JobKind[];
@@ -125,8 +110,14 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
   } catch (error) {
     throw new ConfigError(`Invalid worker configuration:\n  ${(error as Error).message}`);
   }
+  let engramHome: string;
+  try {
+    engramHome = resolveEngramHome(e);
+  } catch (error) {
+    throw new ConfigError(`Invalid worker configuration:\n  ${(error as Error).message}`);
+  }
   return {
-    engramHome: e.ENGRAM_HOME ?? join(homedir(), '.engram'),
+    engramHome,
     memoryDirOverride: e.ENGRAM_MEMORY_DIR || undefined,
     backend,
     namespace: e.ENGRAM_NAMESPACE,

@@ -3,6 +3,7 @@ import { inspectBackend, UnsafeBackendError } from '@engram/queue/diagnostics';
 import { openQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { RECONCILE_SCHEDULER_ID } from '@engram/queue/jobs/reconcile';
 import { JobProducer } from '@engram/queue/producer';
+import { readConsolidationState } from '@engram/queue/state/consolidation-lock';
 import { createJobWaker, createJobWorker, type JobHandler, type JobWaker } from '@engram/queue/worker';
 import type { WorkersConfig } from './config.js';
 import { type RunningHttpServer, startHttpServer } from './http/server.js';
@@ -128,6 +129,8 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
       config,
       metrics,
       dashboardQueues: config.queues.map((kind) => producer.queue(kind)),
+      consolidationRunning: async (projectDir) =>
+        !!(await readConsolidationState(engine.state, projectDir)).running,
       checkReady: async () => {
         const details: Record<string, unknown> = {};
         let ok = true;

@@ -463,6 +463,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
         ...(user ? { uid: user.uid, gid: user.gid } : {}),
         stdio: ['ignore', 'ignore', 'pipe'],
         env: { ...process.env, LC_ALL: 'C', LC_MESSAGES: 'C' },
+        // Its own process group: a terminal's Ctrl-C must not stop the server before its clients close.
+        detached: true,
       },
     );
     child = proc;

@@ -118,7 +118,8 @@ export async function startLocalRedis(options: LocalRedisOptions): Promise<Local
       '--loglevel',
       'warning',
     ];
-    const proc = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    // Its own process group: a terminal's Ctrl-C must not stop the server before its clients close.
+    const proc = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
     child = proc;
     // If this process dies without stopping us (a crash, a closed stdout), the server must not outlive it.
     const killOnExit = () => proc.kill('SIGTERM');

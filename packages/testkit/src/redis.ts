@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { findRedisServer, type LocalRedis, startLocalRedis } from '@engram/queue/local-redis';
 
-// Provides a real Redis for tests, in the order DESIGN §9 gives: REDIS_URL, else a Testcontainers Redis when a
+// Provides a real Redis for tests, in the order docs/design.md §9 gives: REDIS_URL, else a Testcontainers Redis when a
 // container engine answers, else a redis-server binary on a free port, else a failure that says what to do.
 
 export type RedisSource = 'env' | 'testcontainers' | 'redis-server';

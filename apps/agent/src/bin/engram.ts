@@ -4,7 +4,8 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { EXIT, stdio } from '../commands/output.js';
 import { type AgentConfig, AgentConfigError, loadAgentConfig } from '../config.js';
 
-// `engram`: the CLI. Exit codes: 0 ok, 1 model/tool failure, 2 usage or configuration error.
+// `engram`: the CLI. Exit codes (commands/output.ts): 0 ok, 1 failure, 2 usage or configuration error, 3 the
+// answer was given but its memory work was lost.
 // Command modules load lazily, so `engram --help` does not pay for BullMQ, the SDK and the worker service.
 
 const USAGE_ERROR_CODES = new Set([
@@ -21,6 +22,8 @@ const USAGE_ERROR_CODES = new Set([
   'INVALID_MEMORY_FILE',
   'INVALID_ID',
   'NOT_FOUND',
+  'PORT_IN_USE',
+  'DEV_STACK_RUNNING',
 ]);
 
 function port(value: string): number {
@@ -233,12 +236,16 @@ program
 program
   .command('dev')
   .description('run the whole stack on this machine (queue engine + workers + dashboard) until Ctrl-C')
-  .option('--port <port>', 'dashboard/metrics port (default 8090)', port)
+  .option('--port <port>', 'dashboard/metrics port (default 8090, or a free one when 8090 is busy)', port)
+  .option(
+    '--scripted-model',
+    'no API key: start a local scripted model (canned replies) for workers and agents',
+  )
   .action(async (opts) =>
     setExit(
       await (await import('../commands/dev.js')).devCommand(
         config(),
-        { ...(opts.port !== undefined ? { port: opts.port } : {}) },
+        { ...(opts.port !== undefined ? { port: opts.port } : {}), scriptedModel: !!opts.scriptedModel },
         stdio,
       ),
     ),
@@ -247,7 +254,10 @@ program
 program
   .command('demo')
   .description('scripted end-to-end demo against a local test model server (no API key needed)')
-  .option('--home <dir>', 'ENGRAM_HOME for the demo (default: a fresh temp directory)')
+  .option(
+    '--home <dir>',
+    'ENGRAM_HOME for the demo (default: ENGRAM_HOME; it keeps ENGRAM_HOME/demo-project)',
+  )
   .action(async (opts) =>
     setExit(
       await (await import('../commands/demo.js')).demoCommand(

@@ -24,10 +24,24 @@ export async function chatCommand(
   const rl: Interface = createInterface({ input: opts.input ?? process.stdin, terminal: false });
   // One buffered line reader for prompts and approvals alike: piped input is never dropped between questions.
   const lines = rl[Symbol.asyncIterator]();
+  // The prompt being shown while we wait for a line: a background notice (a receipt) arriving meanwhile is
+  // printed on its own line and the prompt is drawn again, instead of landing on the prompt line.
+  let showing: string | undefined;
   const nextLine = async (prompt: string): Promise<string | undefined> => {
     output.write(prompt);
-    const next = await lines.next();
-    return next.done ? undefined : String(next.value);
+    showing = prompt;
+    try {
+      const next = await lines.next();
+      return next.done ? undefined : String(next.value);
+    } finally {
+      showing = undefined;
+    }
+  };
+  const notify = (line: string) => {
+    if (showing === undefined) return io.err(line);
+    output.write('\n');
+    io.err(line);
+    output.write(showing);
   };
   const ask = async (question: string) =>
     /^y(es)?$/i.test(((await nextLine(`${question} [y/N] `)) ?? '').trim());
@@ -40,13 +54,17 @@ export async function chatCommand(
     if (!runtime.memory) return;
     const p = runtime.memory.drainExtraction(s, leafSeq, config.drainTimeoutMs).then(async (result) => {
       await s.recordReceipts(result.receipts);
-      if (result.receipts.some((r) => r.memories.length)) io.err(`· ${describeReceipts(result.receipts)}`);
+      if (result.receipts.some((r) => r.memories.length)) notify(`· ${describeReceipts(result.receipts)}`);
     });
     pending.add(p);
     void p.finally(() => pending.delete(p));
   };
   try {
     io.err(`engram chat — session ${session.sessionId}${session.resumed ? ' (resumed)' : ''}. ${HELP}`);
+    if (config.scriptedModel)
+      io.err(
+        'engram: using the scripted playground model of `engram dev --scripted-model` (no API key set).',
+      );
     for (const notice of session.notices) io.err(`engram: ${notice}`);
     if (runtime.memory) {
       // The last consolidation of this project, shown once to the next chat session.

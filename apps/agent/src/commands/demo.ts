@@ -1,9 +1,9 @@
-import { chmodSync, promises as fs, mkdirSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { promises as fs, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { redactUrl } from '@engram/queue/backend-config';
-import { type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
-import { jsonReply, reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { type RecordedRequest, startModelServer } from '@engram/scripted-model/model-server';
+import { jsonReply, reply, type ScriptStep, text, textReply, toolUse } from '@engram/scripted-model/replies';
 import type { AgentConfig } from '../config.js';
 import { describeRecall } from '../memory/recall-prefetch.js';
 import { createAgentRuntime } from '../runtime.js';
@@ -13,8 +13,12 @@ import { startLocalStack } from '../stack/local-stack.js';
 import { EXIT, type Output } from './output.js';
 
 // `engram demo`: the whole loop with no API key — a first session states a preference, the workers extract it
-// into a memory file, and the file and index are shown. The model is Engram's local scripted test server:
+// into a memory file, and the file and index are shown. The model is Engram's local scripted model server:
 // every reply is canned, and the demo says so.
+//
+// What it keeps: the memory and transcripts of its own project, ENGRAM_HOME/demo-project (reset at each run),
+// so `engram memory list --cwd <that dir>` — the command it prints last — shows them. What it does not keep:
+// the queue engine it starts when none is configured runs on throwaway data that is removed on exit.
 
 const PREFERENCE = 'From now on, always use pnpm in this repo — never npm. npm breaks our workspace links.';
 const QUESTION = 'How should I install the dependencies for this project?';
@@ -40,6 +44,10 @@ function demoMemory(): string {
     '**How to apply:** run `pnpm install` / `pnpm test`; if a doc says npm, translate it.',
     '',
   ].join('\n');
+}
+
+function shellQuote(value: string): string {
+  return /^[A-Za-z0-9_./:=@%+-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
 }
 
 /** The scripted model: the main agent's replies, the extraction fork's tool calls. */
@@ -90,17 +98,30 @@ export function demoResponder(memoryDir: string) {
   };
 }
 
+export const DEMO_PROJECT_DIRNAME = 'demo-project';
+
 export async function demoCommand(config: AgentConfig, opts: { home?: string }, io: Output): Promise<number> {
-  const engramHome = opts.home ?? mkdtempSync(join(tmpdir(), 'engram-demo-'));
-  const project = join(engramHome, 'demo-project');
+  const engramHome = opts.home ?? config.engramHome;
+  const project = join(engramHome, DEMO_PROJECT_DIRNAME);
   mkdirSync(project, { recursive: true });
-  if (!opts.home) chmodSync(engramHome, 0o755);
+  // Start from a clean slate: the demo project's memory and transcripts are the demo's own, from a previous run.
+  const previous = await resolveEngramPaths({ engramHome, cwd: project });
+  if (previous.projectRoot !== previous.cwd) {
+    io.err(
+      `engram demo: ${project} is inside the git repository ${previous.projectRoot}, so the demo would write into ` +
+        "that project's memory. Run it with --home <a directory outside any repository>.",
+    );
+    return EXIT.usage;
+  }
+  rmSync(previous.memoryDir, { recursive: true, force: true });
+  rmSync(previous.transcriptDir, { recursive: true, force: true });
   const server = await startModelServer();
   const demoConfig: AgentConfig = {
     ...config,
     engramHome,
     memoryDirOverride: undefined,
     anthropic: { apiKey: 'demo-no-key-needed', baseURL: server.url },
+    scriptedModel: true,
     memoryEnabled: true,
   };
   let stack: Awaited<ReturnType<typeof startLocalStack>> | undefined;
@@ -110,6 +131,7 @@ export async function demoCommand(config: AgentConfig, opts: { home?: string }, 
       configured: config.backend,
       namespace: `${config.namespace}-demo`,
       httpPort: 0,
+      scratch: true,
       workerEnv: {
         ANTHROPIC_API_KEY: 'demo-no-key-needed',
         ANTHROPIC_BASE_URL: server.url,
@@ -174,6 +196,11 @@ export async function demoCommand(config: AgentConfig, opts: { home?: string }, 
           : `  · recall: ${answer.memory.recall.status}`,
       );
       io.out(answer.answer);
+      const again = opts.home ? `ENGRAM_HOME=${shellQuote(engramHome)} ` : '';
+      io.out(
+        `\nKept: the demo's memory in ${session.paths.memoryDir} (the rest was temporary and is removed).\n` +
+          `See it with:\n  ${again}npx engram memory list --cwd ${shellQuote(project)}`,
+      );
       return EXIT.ok;
     } finally {
       await runtime.close();

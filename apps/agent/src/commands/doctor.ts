@@ -96,7 +96,7 @@ export async function runDoctorChecks(config: AgentConfig): Promise<CheckLine[]>
   const dev = readDevStack(config.engramHome);
   const source = config.backend.implicit
     ? 'default'
-    : dev && dev.backend.url === config.backend.url
+    : dev?.backend?.url === config.backend.url
       ? '`engram dev`'
       : 'configured';
   const report = await inspectBackend(config.backend, 3_000, config.namespace);

@@ -23,11 +23,29 @@ async function pathsFor(config: AgentConfig, cwd: string) {
   });
 }
 
+/** A user-caused problem with a memory file: its message says what to do. */
+export class MemoryFileError extends Error {
+  constructor(
+    readonly code: 'MEMORY_NOT_FOUND',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'MemoryFileError';
+  }
+}
+
 async function memoryFile(config: AgentConfig, cwd: string, file: string): Promise<string> {
   const paths = await pathsFor(config, cwd);
   const rel = validateMemoryRelPath(file);
   const inside = await resolveInside(join(paths.memoryDir, rel), paths.memoryDir);
   if (!inside.ok) throw new Error(`${file}: ${inside.reason}`);
+  const stat = await fs.stat(inside.path).catch(() => undefined);
+  if (!stat?.isFile()) {
+    throw new MemoryFileError(
+      'MEMORY_NOT_FOUND',
+      `no memory named ${file} in ${paths.memoryDir}. \`engram memory list${cwd === process.cwd() ? '' : ` --cwd ${cwd}`}\` shows the memories there are.`,
+    );
+  }
   return inside.path;
 }
 

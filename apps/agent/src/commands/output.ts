@@ -10,5 +10,9 @@ export const stdio: Output = {
   err: (text) => process.stderr.write(text.endsWith('\n') ? text : `${text}\n`),
 };
 
-/** Exit codes: 0 ok, 1 model or tool failure, 2 usage or configuration error. */
-export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
+/**
+ * Exit codes: 0 ok; 1 failure (model or tool, a failed consolidation, a missing memory); 2 usage or
+ * configuration error (bad option or setting, busy port, a stack already running on this ENGRAM_HOME); 3 the
+ * answer was given but its memory work was lost (`engram run`: could not be queued, or extraction failed).
+ */
+export const EXIT = { ok: 0, failure: 1, usage: 2, memory: 3 } as const;

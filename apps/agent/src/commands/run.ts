@@ -1,12 +1,19 @@
 import type { AgentConfig } from '../config.js';
 import { describeRecall } from '../memory/recall-prefetch.js';
 import { createAgentRuntime } from '../runtime.js';
-import { AgentSession, describeReceipts } from '../session/agent-session.js';
+import { AgentSession } from '../session/agent-session.js';
 import { mainAgentPolicy, parseAllowedTools } from '../session/permissions.js';
+import {
+  describeExtraction,
+  type ExtractionOutcome,
+  followExtraction,
+  memoryWorkFailed,
+} from './memory-status.js';
 import { EXIT, type Output } from './output.js';
 
 // `engram run -p "<prompt>"`: one non-interactive turn, then a bounded wait for this session's extraction so a
-// short-lived process does not lose it.
+// short-lived process does not lose it. The exit code tells a script whether the memory work made it:
+// EXIT.memory when it could not be queued or its job failed for good.
 
 export interface RunOptions {
   prompt: string;
@@ -23,7 +30,13 @@ export async function runCommand(config: AgentConfig, opts: RunOptions, io: Outp
       cwd: opts.cwd,
       ...(opts.session ? { sessionId: opts.session } : {}),
     });
-    if (opts.outputFormat === 'text') for (const notice of session.notices) io.err(`engram: ${notice}`);
+    if (opts.outputFormat === 'text') {
+      if (config.scriptedModel)
+        io.err(
+          'engram: using the scripted playground model of `engram dev --scripted-model` (no API key set).',
+        );
+      for (const notice of session.notices) io.err(`engram: ${notice}`);
+    }
     const turn = await session.runTurn(opts.prompt, {
       canUseTool: mainAgentPolicy({
         paths: session.paths,
@@ -36,21 +49,15 @@ export async function runCommand(config: AgentConfig, opts: RunOptions, io: Outp
       io.out(turn.answer);
     }
 
-    let drain: { done: boolean; waitedMs: number; receipts: unknown[] } | undefined;
     const extract = turn.memory.extract;
-    if (runtime.memory && extract.status === 'queued' && config.drainTimeoutMs > 0) {
-      const result = await runtime.memory.drainExtraction(session, turn.leaf.leafSeq, config.drainTimeoutMs);
-      drain = result;
-      await session.recordReceipts(result.receipts);
-      if (opts.outputFormat === 'text') {
-        if (result.receipts.some((r) => r.memories.length)) io.err(describeReceipts(result.receipts));
-        else if (!result.done)
-          io.err(
-            `engram: memory extraction still pending after ${result.waitedMs} ms; it continues in the workers.`,
-          );
-      }
-    } else if (extract.status === 'not-queued' && opts.outputFormat === 'text') {
-      io.err(`engram: memory work was not queued: ${extract.reason}`);
+    const outcome: ExtractionOutcome =
+      extract.status === 'queued' && config.drainTimeoutMs === 0
+        ? { status: 'pending', waitedMs: 0 }
+        : await followExtraction(runtime.memory, session, extract, turn.leaf.leafSeq, config.drainTimeoutMs);
+    if (outcome.status === 'done') await session.recordReceipts(outcome.receipts);
+    if (opts.outputFormat === 'text') {
+      const line = describeExtraction(outcome);
+      if (line) io.err(line);
     }
 
     if (opts.outputFormat === 'json') {
@@ -63,19 +70,25 @@ export async function runCommand(config: AgentConfig, opts: RunOptions, io: Outp
           endReason: turn.endReason,
           deniedToolCalls: turn.deniedCalls,
           notices: session.notices,
+          ...(config.scriptedModel ? { model: 'scripted-playground' } : {}),
           ...(turn.compaction ? { compaction: turn.compaction } : {}),
           memory: {
+            /** done | failed | retrying | pending | not-queued | skipped | disabled */
+            status: outcome.status,
+            ...('reason' in outcome ? { reason: outcome.reason } : {}),
+            ...('lastError' in outcome ? { lastError: outcome.lastError } : {}),
+            ...('attempts' in outcome ? { attempts: outcome.attempts } : {}),
             recall: turn.memory.recall,
             dream: turn.memory.dream,
             sessionMemoryUpdates: turn.memory.sessionMemoryUpdates,
             extract,
-            drained: drain?.done ?? false,
-            receipts: drain?.receipts ?? [],
+            drained: outcome.status === 'done',
+            receipts: outcome.status === 'done' ? outcome.receipts : [],
           },
         }),
       );
     }
-    return EXIT.ok;
+    return memoryWorkFailed(outcome) ? EXIT.memory : EXIT.ok;
   } finally {
     await runtime.close();
   }

@@ -1,5 +1,6 @@
-import { chmodSync, mkdirSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import type { QueueBackendConfig } from '@engram/queue/backend-config';
@@ -12,6 +13,10 @@ import { startWorkers } from '../commands/workers.js';
 // The whole stack on one machine for `engram dev` and `engram demo`: a queue engine (REDIS_URL or
 // ENGRAM_QUEUE_URL when set; else a redis-server child when the binary is installed; else an embedded
 // PostgreSQL — nothing but Node needed) and the worker service in this process.
+//
+// The engine's children run in their own process group, so the terminal's Ctrl-C reaches only this process,
+// which closes the workers first and then stops the engine (the engine dying under live workers was an
+// unhandled 57P01 on PostgreSQL).
 
 export interface LocalStack {
   backend: QueueBackendConfig;
@@ -19,6 +24,8 @@ export interface LocalStack {
   origin: 'configured' | 'redis-server-child' | 'embedded-postgres';
   service: WorkerService;
   notes: string[];
+  /** Where the engine keeps its data (undefined for a configured engine). */
+  dataDir: string | undefined;
   stop(): Promise<void>;
 }
 
@@ -28,8 +35,26 @@ export interface StartLocalStackOptions {
   namespace: string;
   /** Extra worker env (model endpoint, log level, queues). */
   workerEnv: Record<string, string | undefined>;
-  /** Default 8090; 0 for a free port. */
+  /** Default 8090 when free (else a free port); 0 for a free port; an explicit busy port is an error. */
   httpPort?: number;
+  /** Where an explicit port came from, for the error that says how to change it. */
+  portFlag?: string;
+  /**
+   * Throwaway engine data in a temporary directory removed at stop (the demo), instead of ENGRAM_HOME/redis or
+   * ENGRAM_HOME/pg.
+   */
+  scratch?: boolean;
+}
+
+export class PortInUseError extends Error {
+  readonly code = 'PORT_IN_USE';
+  constructor(
+    readonly port: number,
+    how: string,
+  ) {
+    super(`port ${port} on 127.0.0.1 is already in use (another engram dev or engram workers?); ${how}.`);
+    this.name = 'PortInUseError';
+  }
 }
 
 function portFree(port: number): Promise<boolean> {
@@ -40,60 +65,115 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-async function chooseBackend(opts: StartLocalStackOptions): Promise<{
+/** As root, PostgreSQL runs as "postgres", which cannot enter a private ENGRAM_HOME such as /root/.engram. */
+const ROOT_PG_BASE = '/var/lib/engram/pg';
+
+function linkDataDir(link: string, target: string): void {
+  try {
+    const stat = lstatSync(link, { throwIfNoEntry: false });
+    if (stat?.isSymbolicLink()) rmSync(link);
+    else if (stat) return; // an old data directory of a non-root run: leave it alone
+    symlinkSync(target, link, 'dir');
+  } catch {
+    // The link only helps people find the data; the note on screen names the place too.
+  }
+}
+
+async function chooseBackend(
+  opts: StartLocalStackOptions,
+  scratchDir: string | undefined,
+): Promise<{
   backend: QueueBackendConfig;
   origin: LocalStack['origin'];
   stop: () => Promise<void>;
   notes: string[];
+  dataDir: string | undefined;
 }> {
   const notes: string[] = [];
   if (!opts.configured.implicit) {
-    return { backend: opts.configured, origin: 'configured', stop: async () => {}, notes };
+    return {
+      backend: opts.configured,
+      origin: 'configured',
+      stop: async () => {},
+      notes,
+      dataDir: undefined,
+    };
   }
   if (findRedisServer()) {
-    const port = (await portFree(6379)) ? 6379 : undefined;
-    const redis = await startLocalRedis({
-      dir: join(opts.engramHome, 'redis'),
-      persist: true,
-      ...(port ? { port } : {}),
-    });
+    const port = !scratchDir && (await portFree(6379)) ? 6379 : undefined;
+    const dir = scratchDir ? join(scratchDir, 'redis') : join(opts.engramHome, 'redis');
+    const redis = await startLocalRedis({ dir, persist: !scratchDir, ...(port ? { port } : {}) });
     return {
       backend: { kind: 'redis', url: redis.url, implicit: false },
       origin: 'redis-server-child',
       stop: () => redis.stop(),
       notes,
+      dataDir: dir,
     };
   }
-  let dataDir = join(opts.engramHome, 'pg');
+  let dataDir = scratchDir ? join(scratchDir, 'pg') : join(opts.engramHome, 'pg');
   let pg: Awaited<ReturnType<typeof startEmbeddedPostgres>>;
   try {
-    pg = await startEmbeddedPostgres({ dataDir });
+    pg = await startEmbeddedPostgres({ dataDir, ...(scratchDir ? { durable: false } : {}) });
   } catch (error) {
     if (!(error instanceof EmbeddedPostgresError) || error.code !== 'EMBEDDED_POSTGRES_DATA_DIR_UNREACHABLE')
       throw error;
-    // As root, the server runs as "postgres", which cannot enter /root: keep its data under /var/lib instead.
-    const base = '/var/lib/engram/pg';
-    mkdirSync(base, { recursive: true, mode: 0o755 });
+    mkdirSync(ROOT_PG_BASE, { recursive: true, mode: 0o755 });
     chmodSync('/var/lib/engram', 0o755);
-    chmodSync(base, 0o755);
-    dataDir = join(base, sanitizePath(opts.engramHome));
+    chmodSync(ROOT_PG_BASE, 0o755);
+    const inHome = dataDir;
+    dataDir = join(ROOT_PG_BASE, sanitizePath(inHome));
     pg = await startEmbeddedPostgres({ dataDir });
-    notes.push(`PostgreSQL data lives in ${dataDir} (the server's user cannot reach ${opts.engramHome}).`);
+    if (!scratchDir) linkDataDir(inHome, dataDir);
+    notes.push(
+      `PostgreSQL data lives in ${dataDir}${scratchDir ? '' : ` (linked from ${inHome})`}: the server runs as "postgres", ` +
+        `which cannot enter ${opts.engramHome}.`,
+    );
   }
   notes.push(
-    'No Redis found: running BullMQ on an embedded PostgreSQL (zero-install mode). ' +
-      'To use Redis instead: start redis-server (or `docker compose up redis`) and set REDIS_URL=redis://127.0.0.1:6379.',
+    'No Redis found: running BullMQ on an embedded PostgreSQL (zero-install mode). To use Redis instead, ' +
+      'install redis-server (engram dev then starts it), or run one yourself and set REDIS_URL=redis://127.0.0.1:6379.',
   );
+  const pgDataDir = dataDir;
   return {
     backend: { kind: 'postgres', url: pg.url, implicit: false },
     origin: 'embedded-postgres',
-    stop: () => pg.stop(),
+    stop: async () => {
+      await pg.stop();
+      if (scratchDir && pgDataDir.startsWith(ROOT_PG_BASE))
+        rmSync(pgDataDir, { recursive: true, force: true });
+    },
     notes,
+    dataDir,
   };
 }
 
+async function httpPort(opts: StartLocalStackOptions): Promise<number> {
+  if (opts.httpPort === 0) return 0;
+  if (opts.httpPort === undefined) return (await portFree(8090)) ? 8090 : 0;
+  if (!(await portFree(opts.httpPort)))
+    throw new PortInUseError(opts.httpPort, `choose another with ${opts.portFlag ?? 'ENGRAM_WORKERS_PORT'}`);
+  return opts.httpPort;
+}
+
 export async function startLocalStack(opts: StartLocalStackOptions): Promise<LocalStack> {
-  const chosen = await chooseBackend(opts);
+  const port = await httpPort(opts);
+  let scratchDir: string | undefined;
+  if (opts.scratch) {
+    scratchDir = mkdtempSync(join(tmpdir(), 'engram-scratch-'));
+    // A root run's PostgreSQL (user "postgres") must be able to enter it.
+    chmodSync(scratchDir, 0o755);
+  }
+  const removeScratch = () => {
+    if (scratchDir) rmSync(scratchDir, { recursive: true, force: true });
+  };
+  let chosen: Awaited<ReturnType<typeof chooseBackend>>;
+  try {
+    chosen = await chooseBackend(opts, scratchDir);
+  } catch (error) {
+    removeScratch();
+    throw error;
+  }
   try {
     const config = loadWorkersConfig({
       ...process.env,
@@ -103,7 +183,7 @@ export async function startLocalStack(opts: StartLocalStackOptions): Promise<Loc
       ...(chosen.backend.kind === 'postgres'
         ? { ENGRAM_QUEUE_URL: chosen.backend.url, REDIS_URL: undefined }
         : { REDIS_URL: chosen.backend.url, ENGRAM_QUEUE_URL: undefined }),
-      ENGRAM_WORKERS_PORT: String(opts.httpPort ?? ((await portFree(8090)) ? 8090 : 0)),
+      ENGRAM_WORKERS_PORT: String(port),
     });
     const service = await startWorkers(config);
     return {
@@ -111,13 +191,19 @@ export async function startLocalStack(opts: StartLocalStackOptions): Promise<Loc
       origin: chosen.origin,
       service,
       notes: chosen.notes,
+      dataDir: chosen.dataDir,
       stop: async () => {
-        await service.stop('stack stop');
-        await chosen.stop();
+        try {
+          await service.stop('stack stop');
+        } finally {
+          await chosen.stop();
+          removeScratch();
+        }
       },
     };
   } catch (error) {
     await chosen.stop();
+    removeScratch();
     throw error;
   }
 }

@@ -9,8 +9,10 @@ import { serveStatic } from '@hono/node-server/serve-static';
 import { Hono, type MiddlewareHandler } from 'hono';
 import type { WorkersConfig } from '../config.js';
 import type { WorkerMetrics } from '../metrics.js';
+import { jobKindOfQueue } from './job-kinds.js';
+import { createMemoryBrowser, type JobSource } from './memory-browser.js';
 
-// Health, readiness, Prometheus metrics and the bull-board dashboard on one small HTTP server.
+// Health, readiness, Prometheus metrics, the bull-board dashboard and the memory browser on one small HTTP server.
 
 export interface HttpDeps {
   config: WorkersConfig;
@@ -20,6 +22,8 @@ export interface HttpDeps {
   /** BullMQ queues for the dashboard. */
   dashboardQueues: ConstructorParameters<typeof BullMQAdapter>[0][];
   sampleQueueDepths(): Promise<void>;
+  /** Is a consolidation of this project running (the memory browser's restores wait for it)? */
+  consolidationRunning?: (projectDir: string) => Promise<boolean>;
 }
 
 export interface RunningHttpServer {
@@ -98,6 +102,8 @@ export function createHttpApp(deps: HttpDeps): Hono {
           new BullMQAdapter(q, {
             readOnlyMode: deps.config.dashboard.readOnly,
             allowRetries: !deps.config.dashboard.readOnly,
+            // The job kind (`session-memory`), as the CLI, metrics and ENGRAM_QUEUES name it, not the BullMQ queue.
+            displayName: jobKindOfQueue(q.name) ?? q.name,
           }),
       ),
       serverAdapter: adapter,
@@ -107,6 +113,17 @@ export function createHttpApp(deps: HttpDeps): Hono {
     app.use(`${basePath}/*`, dashboardGuard(deps.config.dashboard));
     app.use(basePath, dashboardGuard(deps.config.dashboard));
     app.route(basePath, adapter.registerPlugin());
+    // The memory browser: same guard, same read-only switch as the dashboard.
+    app.use('/memories', dashboardGuard(deps.config.dashboard));
+    app.use('/memories/*', dashboardGuard(deps.config.dashboard));
+    app.route(
+      '/memories',
+      createMemoryBrowser({
+        config: deps.config,
+        queues: deps.dashboardQueues as unknown as JobSource[],
+        ...(deps.consolidationRunning ? { consolidationRunning: deps.consolidationRunning } : {}),
+      }),
+    );
   }
   return app;
 }
@@ -117,7 +134,19 @@ export async function startHttpServer(deps: HttpDeps): Promise<RunningHttpServer
     const s = serve({ fetch: app.fetch, hostname: deps.config.http.host, port: deps.config.http.port }, () =>
       resolve(s),
     );
-    s.once('error', reject);
+    s.once('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        error.code === 'EADDRINUSE'
+          ? Object.assign(
+              new Error(
+                `port ${deps.config.http.port} on ${deps.config.http.host} is already in use (another engram dev or ` +
+                  'engram workers?); choose another with ENGRAM_WORKERS_PORT (0 picks a free one).',
+              ),
+              { code: 'PORT_IN_USE' },
+            )
+          : error,
+      ),
+    );
   });
   const { port } = server.address() as AddressInfo;
   const host = deps.config.http.host === '0.0.0.0' ? '127.0.0.1' : deps.config.http.host;

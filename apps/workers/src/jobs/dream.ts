@@ -44,6 +44,7 @@ import type { HandlerContext } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
 import { projectWriterLeaseKey } from './extract.js';
 import { pathsForJob } from './job-paths.js';
+import { assertModelReachable } from './model-preflight.js';
 
 // dream: consolidate a project's memories with a forked agent (DESIGN §5, §6; claude-code-memory.md §8).
 //
@@ -156,6 +157,9 @@ export function createDreamHandler(deps: DreamDeps) {
       const pre = await gate(last);
       if (!pre.result.open) return skipped('skipped-not-due', notDueReason(pre.result), last);
     }
+
+    // A model that cannot answer fails the job now, before the lock and the snapshot.
+    await assertModelReachable(config.anthropic);
 
     // 2. The consolidation lock.
     const holder = `dream:${ctx.job.id}:${process.pid}:${randomUUID().slice(0, 8)}`;

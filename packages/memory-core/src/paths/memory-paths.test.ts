@@ -72,7 +72,11 @@ describe('validateSessionId', () => {
     expect(validateSessionId('0b3c9f8e-2d4a-4c6b-9a1e-7f5d3c2b1a09')).toBe(
       '0b3c9f8e-2d4a-4c6b-9a1e-7f5d3c2b1a09',
     );
-    expect(validateSessionId('test_session.1')).toBe('test_session.1');
+    expect(validateSessionId('test_session-1')).toBe('test_session-1');
+  });
+
+  it('refuses dots, which job payloads refuse too (one rule for the CLI, paths and payloads)', () => {
+    expect(() => validateSessionId('a.b')).toThrow(/Session id must be/);
   });
 });
 

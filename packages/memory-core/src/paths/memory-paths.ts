@@ -1,5 +1,6 @@
 import { promises as fs } from 'node:fs';
 import { isAbsolute, join, normalize, sep } from 'node:path';
+import { isSessionId, SESSION_ID_RULE } from '@engram/config/session-id';
 import { findProjectRoot } from './git-root.js';
 import { sanitizePath } from './sanitize.js';
 
@@ -83,17 +84,15 @@ function stripTrailingSeparators(path: string): string {
   return path.slice(0, end);
 }
 
-const SESSION_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-
 /**
- * Session ids become file and directory names, so only [A-Za-z0-9._-] (starting alphanumeric, ≤128 chars, no
- * `..`) is accepted: no separators, NUL, traversal or hidden names. Returns the id or throws.
+ * Session ids become file and directory names and travel in job payloads, so they follow the one rule of
+ * @engram/config/session-id (no separators, dots, NUL or hidden names). Returns the id or throws.
  */
 export function validateSessionId(sessionId: string): string {
-  if (typeof sessionId !== 'string' || !SESSION_ID_PATTERN.test(sessionId) || sessionId.includes('..')) {
+  if (!isSessionId(sessionId)) {
     throw new MemoryPathError(
       'INVALID_SESSION_ID',
-      'Session id must be 1–128 characters of [A-Za-z0-9._-], start with a letter or digit and not contain "..".',
+      `Session id must be ${SESSION_ID_RULE}; got ${JSON.stringify(sessionId)}.`,
     );
   }
   return sessionId;

@@ -1,3 +1,4 @@
+import { sessionIdSchema } from '@engram/config/session-id';
 import { z } from 'zod';
 
 // Shared pieces of job payloads. Payloads carry references, never conversation contents (DESIGN §1), so
@@ -10,12 +11,8 @@ export const sanitizedDirName = z
   .max(250)
   .regex(/^[A-Za-z0-9-]+$/, 'must be a sanitized directory name ([A-Za-z0-9-] only)');
 
-/** Session ids are file names of transcripts: no separators, no dots-only names, no NUL. */
-export const sessionId = z
-  .string()
-  .min(1)
-  .max(128)
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, 'must be a session id ([A-Za-z0-9_-], not starting with - or _)');
+/** Session ids are file names of transcripts: the one rule the CLI and transcript paths use too. */
+export const sessionId = sessionIdSchema;
 
 export const entryUuid = z
   .string()

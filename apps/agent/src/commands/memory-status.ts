@@ -1,0 +1,82 @@
+import type { ExtractReceipt } from '@engram/queue/state/session-state';
+import type { MemoryQueue, MemoryWorkStatus, SessionRef } from '../memory/memory-queue.js';
+import { describeReceipts } from '../session/agent-session.js';
+
+// What became of one turn's memory work, told truthfully: `engram run` follows its extraction job until the
+// session's cursor covers the turn (done), the job fails for good (failed), or the wait ends (pending, or
+// retrying when attempts have failed and BullMQ will try again). It never says "pending" about a failed job.
+
+export type ExtractionOutcome =
+  | { status: 'done'; receipts: ExtractReceipt[]; waitedMs: number }
+  | { status: 'failed'; reason: string; attempts: number; waitedMs: number }
+  | { status: 'retrying'; lastError: string; attempts: number; waitedMs: number }
+  | { status: 'pending'; waitedMs: number }
+  | { status: 'not-queued'; reason: string }
+  | { status: 'skipped'; reason: string }
+  | { status: 'disabled' };
+
+/** True when the memory work of the turn was lost: it could not be queued, or its job failed for good. */
+export function memoryWorkFailed(outcome: ExtractionOutcome): boolean {
+  return outcome.status === 'failed' || outcome.status === 'not-queued';
+}
+
+export async function followExtraction(
+  memory: MemoryQueue | undefined,
+  ref: SessionRef,
+  extract: MemoryWorkStatus,
+  leafSeq: number,
+  timeoutMs: number,
+): Promise<ExtractionOutcome> {
+  if (!memory) return { status: 'disabled' };
+  if (extract.status === 'not-queued') return { status: 'not-queued', reason: extract.reason };
+  if (extract.status === 'skipped') return { status: 'skipped', reason: extract.reason };
+  const started = Date.now();
+  const queue = memory.producer.queue('extract');
+  let delay = 50;
+  let last: ExtractionOutcome = { status: 'pending', waitedMs: 0 };
+  while (true) {
+    const drained = await memory.drainExtraction(ref, leafSeq, 0);
+    if (drained.done) return { status: 'done', receipts: drained.receipts, waitedMs: Date.now() - started };
+    const job = await queue.getJob(extract.jobId).catch(() => undefined);
+    const waitedMs = Date.now() - started;
+    if (job) {
+      const state = await job.getState().catch(() => 'unknown');
+      if (state === 'failed') {
+        // The cursor may still have moved past the turn through a later job of the same session.
+        const again = await memory.drainExtraction(ref, leafSeq, 0);
+        if (again.done) return { status: 'done', receipts: again.receipts, waitedMs };
+        return {
+          status: 'failed',
+          reason: job.failedReason || 'the extraction job failed',
+          attempts: job.attemptsMade,
+          waitedMs,
+        };
+      }
+      last =
+        job.attemptsMade > 0 && job.failedReason
+          ? { status: 'retrying', lastError: job.failedReason, attempts: job.attemptsMade, waitedMs }
+          : { status: 'pending', waitedMs };
+    } else last = { status: 'pending', waitedMs };
+    if (waitedMs >= timeoutMs) return last;
+    await new Promise((r) => setTimeout(r, Math.min(delay, Math.max(0, timeoutMs - waitedMs))));
+    delay = Math.min(delay * 2, 500);
+  }
+}
+
+/** One line for stderr, or undefined when there is nothing worth saying. */
+export function describeExtraction(outcome: ExtractionOutcome): string | undefined {
+  switch (outcome.status) {
+    case 'done':
+      return outcome.receipts.some((r) => r.memories.length) ? describeReceipts(outcome.receipts) : undefined;
+    case 'failed':
+      return `engram: memory extraction failed after ${outcome.attempts} attempt${outcome.attempts === 1 ? '' : 's'}: ${outcome.reason}`;
+    case 'retrying':
+      return `engram: memory extraction has failed ${outcome.attempts} time${outcome.attempts === 1 ? '' : 's'} (last: ${outcome.lastError}); the workers retry it.`;
+    case 'pending':
+      return `engram: memory extraction still pending after ${outcome.waitedMs} ms; it continues in the workers.`;
+    case 'not-queued':
+      return `engram: memory work was not queued: ${outcome.reason}`;
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,85 @@
+import { statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { z } from 'zod';
+
+// The settings the agent (CLI, `engram serve`) and the workers share, parsed one way: the same names, the
+// same defaults, the same boolean rule. Each process adds its own settings to `sharedEnvSchema` and turns a
+// parse failure into its ConfigError with `describeIssues`.
+
+export class ConfigError extends Error {
+  readonly code = 'CONFIG_INVALID';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+/** 1/0, true/false, yes/no, on/off (any case); anything else is a configuration error. */
+export const boolFlag = z
+  .string()
+  .transform((v) => v.trim().toLowerCase())
+  .pipe(z.enum(['1', '0', 'true', 'false', 'yes', 'no', 'on', 'off']))
+  .transform((v) => v === '1' || v === 'true' || v === 'yes' || v === 'on');
+
+export const positiveInt = z.coerce.number().int().positive();
+export const nonNegativeInt = z.coerce.number().int().min(0);
+
+export const DEFAULT_MODEL = 'claude-sonnet-5-5';
+export const DEFAULT_SMALL_MODEL = 'claude-haiku-5-5';
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+export const sharedEnvSchema = z.object({
+  HOME: z.string().optional(),
+  ENGRAM_HOME: z.string().min(1).optional(),
+  ENGRAM_MEMORY_DIR: z.string().optional(),
+  ANTHROPIC_API_KEY: z.string().optional(),
+  ANTHROPIC_BASE_URL: z.url().optional(),
+  ENGRAM_MODEL: z.string().min(1).default(DEFAULT_MODEL),
+  ENGRAM_SMALL_MODEL: z.string().min(1).default(DEFAULT_SMALL_MODEL),
+  ENGRAM_NAMESPACE: z
+    .string()
+    .regex(/^[A-Za-z0-9:_-]{1,64}$/, 'must be 1–64 characters of [A-Za-z0-9:_-]')
+    .default('engram'),
+  ENGRAM_DISABLE_MEMORY: boolFlag.default(false),
+});
+
+export function describeIssues(error: z.ZodError): string {
+  return error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`).join('\n');
+}
+
+/**
+ * ENGRAM_HOME as an absolute path (default ~/.engram). It may not exist yet (it is created on first use), but
+ * it, or its nearest existing ancestor, must be a directory: a file there is a configuration error that says
+ * what to do, instead of an ENOTDIR from whichever command touches it first.
+ */
+export function resolveEngramHome(env: {
+  HOME?: string | undefined;
+  ENGRAM_HOME?: string | undefined;
+}): string {
+  const home = resolve(env.ENGRAM_HOME ?? join(env.HOME ?? homedir(), '.engram'));
+  let probe = home;
+  while (true) {
+    let stat: ReturnType<typeof statSync>;
+    try {
+      stat = statSync(probe, { throwIfNoEntry: false });
+    } catch (error) {
+      // ENOTDIR: a component above is a file; the walk up finds and names it.
+      if ((error as NodeJS.ErrnoException).code !== 'ENOTDIR') throw error;
+      stat = undefined;
+    }
+    if (stat) {
+      if (!stat.isDirectory()) {
+        throw new ConfigError(
+          `ENGRAM_HOME is ${home}, but ${probe === home ? 'that' : probe} is ${stat.isFile() ? 'a file' : 'not a directory'}. ` +
+            'Point ENGRAM_HOME at a directory (it is created if missing), or move the file away.',
+        );
+      }
+      return home;
+    }
+    const parent = dirname(probe);
+    if (parent === probe) return home;
+    probe = parent;
+  }
+}
