@@ -85,6 +85,12 @@ export function tenantsRoot(engramHome: string): string {
   return join(resolve(engramHome), 'tenants');
 }
 
+/** The tenant's private ENGRAM_HOME: what workers resolve a tenant job's paths under. */
+export function tenantHomeDir(engramHome: string, tenantId: string): string {
+  if (!TENANT_ID_PATTERN.test(tenantId)) throw new Error(`invalid tenant id ${JSON.stringify(tenantId)}`);
+  return join(tenantsRoot(engramHome), tenantId, 'home');
+}
+
 export class TenantStore {
   readonly root: string;
 
