@@ -441,11 +441,24 @@ describe('engram serve: authentication and tenant isolation', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(receipts.body.receipts[0].memories[0].path).toBe('project_deploys.md');
-    const usage = await call(url, '/v1/usage', { key: acme.key });
+    // The workers add the extraction fork's tokens to the tenant's ledger when its job completes.
+    let usage = await call(url, '/v1/usage', { key: acme.key });
+    for (let i = 0; i < 100 && !usage.body.kinds.extract; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      usage = await call(url, '/v1/usage', { key: acme.key });
+    }
+    expect(usage.body.kinds.extract.count).toBe(1);
+    expect(usage.body.kinds.extract.output).toBeGreaterThan(0);
+    expect((await call(url, '/v1/usage', { key: rival.key })).body.kinds).toEqual({});
     expect(usage.body.kinds.turn.count).toBe(1);
     expect(usage.body.kinds.turn).toMatchObject({ input: 120, output: 7, cache_read: 0, cache_write: 0 });
     const metrics = await call(url, '/metrics');
-    expect(metrics.body).toMatch(/engram_tenant_tokens\{tenant="acme",kind="turn",type="input"\} [1-9]/);
+    expect(metrics.body).toMatch(/engram_tenant_tokens\{tenant="acme",kind="turn",type="input"\} 120/);
+    expect(metrics.body).toMatch(/engram_tenant_tokens\{tenant="acme",kind="extract",type="output"\} [1-9]/);
+    const workerMetrics = await service.metrics.registry.metrics();
+    expect(workerMetrics).toMatch(
+      /engram_tenant_fork_tokens_total\{tenant="acme",queue="extract",type="output"\} [1-9]/,
+    );
   });
 });
 
