@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { Lease, StateStore, Versioned } from './state-store.js';
 
 // StateStore on Redis: every compound operation is one Lua script, so it is atomic across any number of
@@ -43,14 +43,14 @@ export class StateStoreUnavailableError extends Error {
 
 export class RedisStateStore implements StateStore {
   readonly engine = 'redis' as const;
-  private readonly redis: Redis;
+  private readonly redis: Redis | Cluster;
 
   /**
    * `namespace` isolates keys (the same prefix the queues use); `options` carry the connection profile. Given
    * an existing client instead of a URL, the store shares it (and closes it in `close`).
    */
   constructor(
-    urlOrClient: string | Redis,
+    urlOrClient: string | Redis | Cluster,
     private readonly namespace: string,
     options: RedisOptions = {},
   ) {
