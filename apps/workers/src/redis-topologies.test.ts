@@ -73,7 +73,9 @@ describe.each(topologies)('extraction on %s', (_name, start) => {
       for (let i = 0; i < 300 && !existsSync(file); i++) await new Promise((r) => setTimeout(r, 50));
       if (!existsSync(file)) {
         const job = await producer.queue('extract').getJob(receipt.jobId);
-        throw new Error(`no memory; job ${receipt.jobId}: ${job ? await job.getState() : 'missing'} ${job?.failedReason ?? ''} ${JSON.stringify(job?.returnvalue)} ${model.messageRequests().length}`);
+        throw new Error(
+          `no memory; job ${receipt.jobId}: ${job ? await job.getState() : 'missing'} ${job?.failedReason ?? ''} ${JSON.stringify(job?.returnvalue)} ${model.messageRequests().length}`,
+        );
       }
       expect(readFileSync(file, 'utf8')).toBe(MEMORY);
 
