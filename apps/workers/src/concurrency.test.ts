@@ -14,7 +14,7 @@ import { startTestWorkerService } from './testing/service.test-helpers.js';
 // renewals on time (no job is taken for stalled while its worker is alive and waiting).
 
 const SESSIONS = 120;
-const MODEL_LATENCY_MS = 2_500;
+const MODEL_LATENCY_MS = 5_000;
 
 let model: ModelServer;
 const closer = new Closer();
@@ -48,7 +48,7 @@ describe('worker concurrency for LLM-bound jobs', () => {
       engramHome,
       queues: 'extract',
       closer,
-      env: { ENGRAM_LOCK_DURATION_MS: '1000', ENGRAM_STALLED_INTERVAL_MS: '500' },
+      env: { ENGRAM_LOCK_DURATION_MS: '3000', ENGRAM_STALLED_INTERVAL_MS: '1500' },
     });
     const events = closer.add(service.engine.createQueueEvents('memory-extract'));
     await events.waitUntilReady();
