@@ -18,7 +18,7 @@ COPY package.json package-lock.json ./
 COPY --from=build /app/packages ./packages
 COPY --from=build /app/apps ./apps
 COPY bench/package.json ./bench/package.json
-RUN npm ci --omit=dev --no-audit --no-fund && mkdir -p /data/engram && chown -R node:node /data/engram
+RUN npm ci --omit=dev --no-audit --no-fund && mkdir -p /data/engram /workspaces && chown -R node:node /data/engram /workspaces
 USER node
 ENV PATH=/app/node_modules/.bin:$PATH
 CMD ["node", "apps/agent/dist/bin/engram.js", "--help"]

@@ -6,10 +6,8 @@ import { type ModelServer, startModelServer } from '@engram/testkit/model-server
 import { reply, textReply, toolUse } from '@engram/testkit/replies';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { assertBuilt, engram, isFork, lastUser, textOf } from './cli.test-helpers.js';
-import { createServeApp } from './commands/serve.js';
-import { loadAgentConfig } from './config.js';
 
-// The interactive REPL (driven through its stdin) and the hosted HTTP API.
+// The interactive REPL, driven through its stdin. (The hosted API: src/server/hosted-app.test.ts.)
 
 let server: ModelServer;
 let home: string;
@@ -71,52 +69,5 @@ describe('engram chat', () => {
     expect(existsSync(target)).toBe(false);
     expect(result.stdout).toContain('[user] user_role.md');
     expect(result.stdout).toContain('second answer to: what next, then?');
-  });
-});
-
-describe('engram serve', () => {
-  it('runs turns over HTTP, keeps a session across requests, validates input and exposes metrics', async () => {
-    const config = loadAgentConfig(env());
-    const { app, close } = createServeApp(config);
-    try {
-      server.respond((r) =>
-        isFork(r) ? textReply('Nothing to save.') : textReply(`answer ${server.messageRequests().length}`),
-      );
-      const cwd = mkdtempSync(join(tmpdir(), 'engram-serve-project-'));
-      const first = await app.request('/v1/turns', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ prompt: 'hello from the API', cwd }),
-      });
-      expect(first.status).toBe(200);
-      const turn = (await first.json()) as {
-        sessionId: string;
-        answer: string;
-        memory: { extract: { status: string } };
-      };
-      expect(turn.answer).toMatch(/^answer \d+$/);
-      expect(turn.memory.extract.status).toBe('queued');
-      const second = await app.request('/v1/turns', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ prompt: 'and a follow-up', cwd, sessionId: turn.sessionId }),
-      });
-      expect(second.status).toBe(200);
-      const main = server.messageRequests().filter((r) => !isFork(r));
-      expect(JSON.stringify(main.at(-1)!.body.messages)).toContain('hello from the API');
-
-      const bad = await app.request('/v1/turns', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ prompt: '', cwd: 'relative/dir' }),
-      });
-      expect(bad.status).toBe(400);
-      expect(JSON.stringify(await bad.json())).toContain('must be an absolute path');
-      const metrics = await (await app.request('/metrics')).text();
-      expect(metrics).toContain('engram_agent_turns_total{outcome="completed"} 2');
-      expect(metrics).toContain('engram_agent_memory_work_total{kind="extract",status="queued"} 2');
-    } finally {
-      await close();
-    }
   });
 });

@@ -7,6 +7,8 @@ export interface WorkerMetrics {
   jobs: Counter<'queue' | 'outcome'>;
   jobDuration: Histogram<'queue' | 'outcome'>;
   forkTokens: Counter<'queue' | 'kind'>;
+  /** Completed jobs' tokens per tenant (the cost ledger's process-local view; `_operator` = no tenant). */
+  tenantForkTokens: Counter<'tenant' | 'queue' | 'type'>;
   toolDenials: Counter<'queue' | 'tool'>;
   indexOverflows: Counter<'queue' | 'cap'>;
   lockLost: Counter<'queue'>;
@@ -40,6 +42,12 @@ export function createWorkerMetrics(): WorkerMetrics {
       name: 'engram_fork_tokens_total',
       help: 'Tokens used by forked agents, by queue and kind (input, output, cache_read, cache_creation).',
       labelNames: ['queue', 'kind'],
+      registers: [registry],
+    }),
+    tenantForkTokens: new Counter({
+      name: 'engram_tenant_fork_tokens_total',
+      help: 'Tokens of completed memory jobs per tenant, queue and type (input, output, cache_read, cache_write).',
+      labelNames: ['tenant', 'queue', 'type'],
       registers: [registry],
     }),
     toolDenials: new Counter({

@@ -4,6 +4,7 @@ import { openQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { RECONCILE_SCHEDULER_ID } from '@engram/queue/jobs/reconcile';
 import { JobProducer } from '@engram/queue/producer';
 import { readConsolidationState } from '@engram/queue/state/consolidation-lock';
+import { OPERATOR_TENANT, recordCost, type UsageLike } from '@engram/queue/state/cost-ledger';
 import { createJobWaker, createJobWorker, type JobHandler, type JobWaker } from '@engram/queue/worker';
 import type { WorkersConfig } from './config.js';
 import { type RunningHttpServer, startHttpServer } from './http/server.js';
@@ -81,8 +82,26 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
         ...(config.lockDurationMs ? { lockDurationMs: config.lockDurationMs } : {}),
         ...(config.stalledIntervalMs ? { stalledIntervalMs: config.stalledIntervalMs } : {}),
       },
-      onCompleted: ({ job, durationMs }) => {
+      onCompleted: ({ job, durationMs, result }) => {
         metrics.jobs.inc({ queue: kind, outcome: 'completed' });
+        // The per-tenant cost ledger: the tenant comes from the job's scope (set by the authenticated replica).
+        const usage = (result as { usage?: UsageLike } | undefined)?.usage;
+        if (usage) {
+          const tenant = (job.data as { tenant?: string }).tenant ?? OPERATOR_TENANT;
+          metrics.tenantForkTokens.inc({ tenant, queue: kind, type: 'input' }, usage.inputTokens);
+          metrics.tenantForkTokens.inc({ tenant, queue: kind, type: 'output' }, usage.outputTokens);
+          metrics.tenantForkTokens.inc(
+            { tenant, queue: kind, type: 'cache_read' },
+            usage.cacheReadInputTokens,
+          );
+          metrics.tenantForkTokens.inc(
+            { tenant, queue: kind, type: 'cache_write' },
+            usage.cacheCreationInputTokens,
+          );
+          void recordCost(engine.state, tenant, kind, usage).catch((error: Error) =>
+            logger.warn({ queue: kind, jobId: job.id, err: error.message }, 'cost ledger not updated'),
+          );
+        }
         metrics.jobDuration.observe({ queue: kind, outcome: 'completed' }, durationMs / 1000);
         logger.info({ queue: kind, jobId: job.id, durationMs, ...jobContext(job.data) }, 'job completed');
       },

@@ -4,11 +4,11 @@ import {
   MINIMUM_POSTGRES_VERSION,
   SchemaMigrationRequiredError,
 } from 'bullmq';
-import { Redis } from 'ioredis';
 import pg from 'pg';
 import { type QueueBackendConfig, redactUrl } from './backend-config.js';
 import { DEFAULT_NAMESPACE } from './engine.js';
 import { postgresSchemaFor } from './postgres-backend.js';
+import { createRedisClient } from './redis-client.js';
 import { STATE_SCHEMA_VERSION, stateStoreVersion } from './state/postgres-state-store.js';
 
 // What `engram doctor` and the worker start-up check ask of the engine: is it reachable, which version, and
@@ -65,7 +65,13 @@ export async function inspectBackend(
     problems: [],
   };
   if (config.kind === 'postgres') return inspectPostgres(config.url, report, timeoutMs, namespace);
-  const redis = new Redis(config.url, {
+  if (config.topology?.mode === 'cluster') {
+    report.notes.push(
+      'Redis Cluster: every Engram key shares the namespace hash tag (one slot); the checks ran on one node — ' +
+        'set maxmemory-policy noeviction and appendonly on every node.',
+    );
+  }
+  const redis = createRedisClient(config, {
     lazyConnect: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,

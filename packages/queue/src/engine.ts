@@ -9,7 +9,7 @@ import {
   type WorkerOptions,
   withBackend,
 } from 'bullmq';
-import { Redis, type RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import { type QueueBackendConfig, redactUrl } from './backend-config.js';
 import {
   bullmqPostgresConnection,
@@ -18,6 +18,7 @@ import {
   postgresPoolConfig,
   postgresSchemaFor,
 } from './postgres-backend.js';
+import { bullmqConnectionOptions, createRedisClient, isCluster, topologyNamespace } from './redis-client.js';
 import { PostgresStateStore } from './state/postgres-state-store.js';
 import { RedisStateStore } from './state/redis-state-store.js';
 import type { StateStore } from './state/state-store.js';
@@ -129,46 +130,77 @@ export function redisConnectionOptions(profile: ConnectionProfile): RedisOptions
 }
 
 export function createQueueEngine(options: QueueEngineOptions): QueueEngine {
-  const namespace = options.namespace ?? DEFAULT_NAMESPACE;
-  if (options.config.kind === 'redis') {
-    const base = redisConnectionOptions(options.profile);
-    let connection = { url: options.config.url, ...base } as ConnectionOptions;
-    let state: RedisStateStore;
-    if (options.profile === 'producer') {
-      // Producers share one auto-pipelined connection between the state store and their queues, so an
-      // enqueue's bookkeeping and its add leave in one write: one round trip on the agent's hot path.
-      const client = new Redis(options.config.url, { ...base, enableAutoPipelining: true });
-      state = new RedisStateStore(client, namespace);
-      connection = client as unknown as ConnectionOptions;
-    } else {
-      state = new RedisStateStore(options.config.url, namespace, base);
-    }
-    return {
-      config: options.config,
-      profile: options.profile,
-      namespace,
-      state,
-      createQueue: (name, queueOptions) =>
-        new Queue(name, { ...queueOptions, connection, prefix: namespace }),
-      createWorker: (name, processor, workerOptions) =>
-        // Workers always use the worker profile: their blocking connection must wait out outages.
-        new Worker(name, processor, {
-          ...workerOptions,
-          connection: { url: options.config.url, ...redisConnectionOptions('worker') } as ConnectionOptions,
-          prefix: namespace,
-        }),
-      createQueueEvents: (name) =>
-        new QueueEvents(name, {
-          connection: { url: options.config.url, ...redisConnectionOptions('worker') } as ConnectionOptions,
-          prefix: namespace,
-        }),
-      close: () => state.close(),
-    };
-  }
-  if (options.config.kind === 'postgres') return createPostgresEngine(options, namespace);
+  if (options.config.kind === 'redis') return createRedisEngine(options, options.config);
+  if (options.config.kind === 'postgres')
+    return createPostgresEngine(options, options.namespace ?? DEFAULT_NAMESPACE);
   throw new UnsupportedBackendError(
     `Unknown queue backend ${JSON.stringify((options.config as { kind: unknown }).kind)}; set REDIS_URL or ENGRAM_QUEUE_URL.`,
   );
+}
+
+/**
+ * A BullMQ object on its own connection. One node / Sentinel: options BullMQ turns into a client it owns.
+ * Cluster: BullMQ needs a client instance, which it does not close, so it is closed with the object.
+ */
+function withOwnConnection<T extends { close(): Promise<void> }>(
+  config: Extract<QueueBackendConfig, { kind: 'redis' }>,
+  make: (connection: ConnectionOptions) => T,
+): T {
+  const profile = redisConnectionOptions('worker');
+  if (!isCluster(config)) return make(bullmqConnectionOptions(config, profile) as ConnectionOptions);
+  const client = createRedisClient(config, profile);
+  client.on('error', () => {});
+  const made = make(client as unknown as ConnectionOptions);
+  const close = made.close.bind(made);
+  made.close = async () => {
+    try {
+      await close();
+    } finally {
+      client.disconnect();
+    }
+  };
+  return made;
+}
+
+function createRedisEngine(
+  options: QueueEngineOptions,
+  config: Extract<QueueBackendConfig, { kind: 'redis' }>,
+): QueueEngine {
+  const namespace = topologyNamespace(config, options.namespace ?? DEFAULT_NAMESPACE);
+  const base = redisConnectionOptions(options.profile);
+  let queueConnection: ConnectionOptions | undefined;
+  let state: RedisStateStore;
+  if (options.profile === 'producer') {
+    // Producers share one auto-pipelined connection between the state store and their queues, so an
+    // enqueue's bookkeeping and its add leave in one write: one round trip on the agent's hot path.
+    const client = createRedisClient(config, { ...base, enableAutoPipelining: true });
+    state = new RedisStateStore(client, namespace);
+    queueConnection = client as unknown as ConnectionOptions;
+  } else {
+    state = new RedisStateStore(createRedisClient(config, base), namespace);
+  }
+  return {
+    config,
+    profile: options.profile,
+    namespace,
+    state,
+    createQueue: (name, queueOptions) =>
+      queueConnection
+        ? new Queue(name, { ...queueOptions, connection: queueConnection, prefix: namespace })
+        : withOwnConnection(
+            config,
+            (connection) => new Queue(name, { ...queueOptions, connection, prefix: namespace }),
+          ),
+    createWorker: (name, processor, workerOptions) =>
+      // Workers always use the worker profile: their blocking connection must wait out outages.
+      withOwnConnection(
+        config,
+        (connection) => new Worker(name, processor, { ...workerOptions, connection, prefix: namespace }),
+      ),
+    createQueueEvents: (name) =>
+      withOwnConnection(config, (connection) => new QueueEvents(name, { connection, prefix: namespace })),
+    close: () => state.close(),
+  };
 }
 
 /**
@@ -185,6 +217,7 @@ const POSTGRES_WORKER_RETRY_DELAY_MS = 1_000;
  * Engram touches their backend-specific members (`client`), which on this backend are not ioredis clients.
  */
 function createPostgresEngine(options: QueueEngineOptions, namespace: string): QueueEngine {
+  if (options.config.kind !== 'postgres') throw new UnsupportedBackendError('not a PostgreSQL backend');
   const { url } = options.config;
   const schema = postgresSchemaFor(namespace);
   const pg = withBackend(createPostgresBackend);

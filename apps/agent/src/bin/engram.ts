@@ -270,7 +270,7 @@ program
 
 program
   .command('serve')
-  .description('hosted HTTP API: POST /v1/turns')
+  .description('hosted HTTP API for tenants: sessions, streamed turns, memory (see /openapi.json)')
   .option('--port <port>', 'port', port, 8080)
   .option('--host <host>', 'interface to bind', '127.0.0.1')
   .action(async (opts) =>
@@ -282,6 +282,43 @@ program
       ),
     ),
   );
+
+const tenants = program.command('tenants').description('tenants and API keys of `engram serve`');
+tenants
+  .command('add <name>')
+  .description('add a tenant owning a workspace; prints its API key (once) on the last line of stdout')
+  .requiredOption('--workspace <dir>', 'directory every session of the tenant must run inside')
+  .option('--allowed-tools <list>', 'tools served turns may use unattended (default "Read,Grep,Glob")')
+  .action(async (name, opts) => {
+    const { tenantsCommand } = await import('../commands/tenants.js');
+    const allowedTools = opts.allowedTools
+      ? String(opts.allowedTools)
+          .split(/[,\s]+/)
+          .filter(Boolean)
+      : undefined;
+    setExit(
+      await tenantsCommand(
+        config(),
+        { kind: 'add', name, workspace: resolve(opts.workspace), ...(allowedTools ? { allowedTools } : {}) },
+        stdio,
+      ),
+    );
+  });
+tenants
+  .command('list')
+  .description('list tenants (never their keys)')
+  .option('--json', 'machine-readable output')
+  .action(async (opts) => {
+    const { tenantsCommand } = await import('../commands/tenants.js');
+    setExit(await tenantsCommand(config(), { kind: 'list', json: !!opts.json }, stdio));
+  });
+tenants
+  .command('revoke <name>')
+  .description("revoke a tenant's API key on every replica at once")
+  .action(async (name) => {
+    const { tenantsCommand } = await import('../commands/tenants.js');
+    setExit(await tenantsCommand(config(), { kind: 'revoke', name }, stdio));
+  });
 
 async function main(): Promise<void> {
   // `engram … | head`: a closed stdout is not an error; exit quietly (exit hooks still stop child servers).

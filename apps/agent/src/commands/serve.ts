@@ -1,88 +1,88 @@
-import { existsSync } from 'node:fs';
-import { isAbsolute } from 'node:path';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
-import { Hono } from 'hono';
 import { z } from 'zod';
 import type { AgentConfig } from '../config.js';
-import { createAgentMetrics } from '../metrics.js';
-import { createAgentRuntime } from '../runtime.js';
-import { AgentSession } from '../session/agent-session.js';
-import { mainAgentPolicy } from '../session/permissions.js';
+import { createHostedApp, type ExtraRoute, type HostedApp } from '../server/hosted-app.js';
 import { EXIT, type Output } from './output.js';
 import { waitForSignal } from './workers.js';
 
-// `engram serve`: the hosted HTTP API — one turn per request, memory work enqueued exactly as the CLI does.
-// Replicas behind a load balancer share ENGRAM_HOME and the queue; turns of one session are serialised here.
+// `engram serve`: the hosted HTTP API (apps/agent/src/server/hosted-app.ts; docs/hosted-api.md). Replicas
+// behind a load balancer share ENGRAM_HOME (tenants, their memory and transcripts) and the queue engine (the
+// per-session lease that lets any replica serve any session, one at a time).
 
-const turnBody = z.object({
-  prompt: z.string().min(1).max(200_000),
-  cwd: z.string().refine(isAbsolute, 'must be an absolute path'),
-  sessionId: z.string().optional(),
-  allowedTools: z.array(z.string()).max(16).default([]),
+const serveEnv = z.object({
+  ENGRAM_SERVE_MAX_BODY_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(1024 * 1024),
+  ENGRAM_SESSION_LEASE_TTL_MS: z.coerce.number().int().min(1_000).default(30_000),
+  ENGRAM_SERVE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
 });
 
-export function createServeApp(config: AgentConfig) {
-  const runtime = createAgentRuntime(config);
-  const metrics = createAgentMetrics();
-  const sessionLocks = new Map<string, Promise<unknown>>();
-  const app = new Hono();
-  app.get('/healthz', (c) => c.json({ ok: true }));
-  app.get('/metrics', async (c) => {
-    c.header('content-type', metrics.registry.contentType);
-    return c.body(await metrics.registry.metrics());
-  });
-  app.post('/v1/turns', async (c) => {
-    const parsed = turnBody.safeParse(await c.req.json().catch(() => undefined));
-    if (!parsed.success)
-      return c.json({ error: { type: 'invalid_request', message: parsed.error.message } }, 400);
-    const body = parsed.data;
-    if (!existsSync(body.cwd))
-      return c.json({ error: { type: 'invalid_request', message: 'cwd does not exist' } }, 400);
-    const run = async () => {
-      const session = await AgentSession.open(runtime, {
-        cwd: body.cwd,
-        ...(body.sessionId ? { sessionId: body.sessionId } : {}),
-      });
-      if (!session.resumed) {
-        for (const { overflow } of session.indexOverflows) metrics.indexOverflows.inc({ cap: overflow.cap });
-      }
-      try {
-        const turn = await session.runTurn(body.prompt, {
-          canUseTool: mainAgentPolicy({ paths: session.paths, allowedTools: new Set(body.allowedTools) }),
-        });
-        metrics.recordTurn(turn);
-        return { ...turn, notices: session.notices };
-      } catch (error) {
-        metrics.turns.inc({ outcome: 'error' });
-        throw error;
-      }
-    };
-    const key = body.sessionId ?? '';
-    const previous = (key && sessionLocks.get(key)) || Promise.resolve();
-    const current = previous.catch(() => {}).then(run);
-    if (key) sessionLocks.set(key, current);
-    try {
-      return c.json(await current);
-    } catch (error) {
-      const e = error as Error & { retryable?: boolean; code?: string };
-      return c.json({ error: { type: e.code ?? 'error', message: e.message } }, e.retryable ? 503 : 500);
-    } finally {
-      if (key && sessionLocks.get(key) === current) sessionLocks.delete(key);
-    }
-  });
-  return { app, close: () => runtime.close() };
+export interface ServeOptions {
+  port: number;
+  host: string;
+  /** Authenticated routes of other modules (e.g. team-memory sync), mounted next to /v1. */
+  routes?: readonly ExtraRoute[];
 }
 
-export async function serveCommand(
+export interface RunningServer {
+  hosted: HostedApp;
+  server: Server;
+  url: string;
+  /** Graceful stop: not ready, no new turns, in-flight turns finish (or abort at the deadline), leases freed. */
+  stop(): Promise<{ finished: number; aborted: number }>;
+}
+
+export async function startServer(
   config: AgentConfig,
-  opts: { port: number; host: string },
-  io: Output,
-): Promise<number> {
-  const { app, close } = createServeApp(config);
-  const server = serve({ fetch: app.fetch, port: opts.port, hostname: opts.host });
-  io.err(`engram serve: listening on http://${opts.host}:${opts.port} (POST /v1/turns)`);
-  await waitForSignal();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  await close();
+  opts: ServeOptions,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<RunningServer> {
+  const settings = serveEnv.parse(env);
+  const hosted = createHostedApp({
+    config,
+    maxBodyBytes: settings.ENGRAM_SERVE_MAX_BODY_BYTES,
+    leaseTtlMs: settings.ENGRAM_SESSION_LEASE_TTL_MS,
+    ...(opts.routes ? { routes: opts.routes } : {}),
+  });
+  // Connect to the queue engine before taking traffic (it holds the session leases).
+  await hosted.ready();
+  const server = await new Promise<Server>((resolve) => {
+    const s = serve({ fetch: hosted.app.fetch, port: opts.port, hostname: opts.host }, () =>
+      resolve(s as Server),
+    ) as Server;
+  });
+  const { port } = server.address() as AddressInfo;
+  let stopping: Promise<{ finished: number; aborted: number }> | undefined;
+  return {
+    hosted,
+    server,
+    url: `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`,
+    stop: () => {
+      stopping ??= (async () => {
+        const closed = new Promise<void>((r) => server.close(() => r()));
+        const outcome = await hosted.drain(settings.ENGRAM_SERVE_DRAIN_TIMEOUT_MS);
+        server.closeIdleConnections?.();
+        await closed;
+        await hosted.close();
+        return outcome;
+      })();
+      return stopping;
+    },
+  };
+}
+
+export async function serveCommand(config: AgentConfig, opts: ServeOptions, io: Output): Promise<number> {
+  const running = await startServer(config, opts);
+  io.err(
+    `engram serve: listening on ${running.url} (POST /v1/sessions, POST /v1/sessions/{id}/turns; /openapi.json)`,
+  );
+  const signal = await waitForSignal();
+  io.err(`engram serve: ${signal}, draining in-flight turns`);
+  const { finished, aborted } = await running.stop();
+  io.err(`engram serve: stopped (${finished} turn(s) finished, ${aborted} aborted)`);
   return EXIT.ok;
 }

@@ -32,7 +32,8 @@ export async function maybeEnqueueDream(
   thresholds: DreamThresholds,
   nowMs = Date.now(),
 ): Promise<MemoryWorkStatus> {
-  const { projectDir, transcriptDir } = memory.projectRef(ref);
+  const scope = memory.projectRef(ref);
+  const { projectDir } = scope;
   try {
     const store = memory.engine.state;
     await store.ready();
@@ -53,8 +54,7 @@ export async function maybeEnqueueDream(
     });
     if (!gate.open) return { status: 'skipped', reason: `dream gate: ${gate.blockedBy}` };
     return memory.enqueue('dream', {
-      projectDir,
-      transcriptDir,
+      ...scope,
       triggeredBy: ref.sessionId,
       sessionIds: sessionIds.slice(0, 50),
       force: false,

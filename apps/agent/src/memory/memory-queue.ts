@@ -40,6 +40,8 @@ export interface DrainResult {
 export interface SessionRef {
   sessionId: string;
   paths: EngramPaths;
+  /** The hosted-service tenant that owns the session (from the authenticated request); absent for the CLI. */
+  tenant?: string | undefined;
 }
 
 export class MemoryQueue {
@@ -80,7 +82,11 @@ export class MemoryQueue {
   }
 
   projectRef(ref: SessionRef) {
-    return { projectDir: sanitizePath(ref.paths.projectRoot), transcriptDir: sanitizePath(ref.paths.cwd) };
+    return {
+      ...(ref.tenant ? { tenant: ref.tenant } : {}),
+      projectDir: sanitizePath(ref.paths.projectRoot),
+      transcriptDir: sanitizePath(ref.paths.cwd),
+    };
   }
 
   async enqueue<K extends JobKind>(kind: K, payload: PayloadOf<K>): Promise<MemoryWorkStatus> {

@@ -70,6 +70,13 @@ export interface TurnOptions {
   canUseTool: CanUseTool;
   signal?: AbortSignal;
   onEvent?: (event: TurnEvent) => void;
+  /**
+   * Called before every transcript append of the turn; throws to stop the turn before it writes (the hosted
+   * service passes its session lease's fencing check, so a replica that lost the lease never appends).
+   */
+  fence?: () => Promise<void>;
+  /** Every transcript entry the turn appends, right after it is written (the hosted service streams them). */
+  onEntry?: (entry: ChainEntry) => void;
 }
 
 export interface TurnResult {
@@ -120,6 +127,8 @@ export class AgentSession {
     readonly store: TranscriptStore,
     private context: SessionContext,
     readonly resumed: boolean,
+    /** The hosted-service tenant (from the authenticated request); every job of the session carries it. */
+    readonly tenant: string | undefined,
   ) {
     this.compactor = new Compactor({
       client: deps.client,
@@ -136,7 +145,7 @@ export class AgentSession {
 
   static async open(
     deps: AgentSessionDeps,
-    opts: { cwd: string; sessionId?: string },
+    opts: { cwd: string; sessionId?: string; tenant?: string },
   ): Promise<AgentSession> {
     const sessionId = validateSessionId(opts.sessionId ?? randomUUID());
     const paths = await resolveEngramPaths({
@@ -152,7 +161,7 @@ export class AgentSession {
       managedClaudeMdPath: deps.config.managedClaudeMdPath,
       memoryEnabled: deps.memory !== undefined,
     });
-    const session = new AgentSession(deps, sessionId, paths, store, context, entries.length > 0);
+    const session = new AgentSession(deps, sessionId, paths, store, context, entries.length > 0, opts.tenant);
     session.gitBranch = await readGitBranch(paths.cwd);
     if (session.resumed) {
       // A resumed session keeps its session-start snapshot, so the cached prefix (and every fork's) is unchanged.
@@ -206,7 +215,11 @@ export class AgentSession {
     return { entries, chain: buildChain(entries).live as ChainEntry[] };
   }
 
+  /** The running turn's write fence (TurnOptions.fence). */
+  private fence: (() => Promise<void>) | undefined;
+
   private async append(entries: readonly TranscriptEntry[]): Promise<void> {
+    await this.fence?.();
     const written = await this.store.append(entries);
     this.seq += written.length;
   }
@@ -248,6 +261,15 @@ export class AgentSession {
   }
 
   async runTurn(prompt: string, opts: TurnOptions): Promise<TurnResult> {
+    this.fence = opts.fence;
+    try {
+      return await this.runFencedTurn(prompt, opts);
+    } finally {
+      this.fence = undefined;
+    }
+  }
+
+  private async runFencedTurn(prompt: string, opts: TurnOptions): Promise<TurnResult> {
     const { config, client } = this.deps;
     let { chain } = await this.liveChain();
     this.readFileState ??= seedReadFileState(chain, this.paths.cwd);
@@ -330,6 +352,7 @@ export class AgentSession {
         onMessage: async (entry) => {
           await this.append([entry]);
           emitEvents(entry, opts.onEvent);
+          opts.onEntry?.(entry);
         },
       });
     };

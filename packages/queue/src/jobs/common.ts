@@ -27,7 +27,17 @@ export const leafRef = z.object({
   leafSeq: z.number().int().positive(),
 });
 
+/** A hosted-service tenant id (packages/tenants): its memory and transcripts live under its own area. */
+export const tenantId = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be a tenant id ([a-z0-9-], at most 63 characters)');
+
 export const projectRef = z.object({
+  /**
+   * The tenant whose turn requested the job, from the authenticated request (never from the model): workers
+   * resolve the project under that tenant's ENGRAM_HOME area. Absent for the CLI (the operator's own home).
+   */
+  tenant: tenantId.optional(),
   /** sanitize(project root): where the project's memory lives. */
   projectDir: sanitizedDirName,
   /** sanitize(launch cwd): where this session's transcript and session memory live. */

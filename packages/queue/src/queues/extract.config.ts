@@ -1,8 +1,12 @@
 import type { QueueConfig } from './queue-config.js';
 
 export const extractQueueConfig: QueueConfig = {
-  // Forks spend most of their time waiting on the model, so a few per process keep a core busy.
-  concurrency: 4,
+  // A fork is LLM-bound: it spends >95% of its time waiting on the model (a few ms of CPU per model turn:
+  // reading the transcript tail, rendering the request, writing a file). Sizing is by in-flight model calls,
+  // not cores: 100 per process keeps ~100 extractions moving with a 0.5–5 s model while one core stays under
+  // half busy (bench/soak.ts measures jobs/s at 100 with a 500 ms model). Lower it (ENGRAM_CONCURRENCY_EXTRACT)
+  // when the model's rate limit, not the fleet, is the bottleneck.
+  concurrency: 100,
   // A fork runs ≤5 model turns; 60 s covers a slow turn between renewals without hiding a dead worker long.
   lockDurationMs: 60_000,
   // Check for dead workers twice a lock period: a killed worker's job resumes within ~1.5 lock periods.

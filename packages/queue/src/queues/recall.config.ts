@@ -1,8 +1,9 @@
 import type { QueueConfig } from './queue-config.js';
 
 export const recallQueueConfig: QueueConfig = {
-  // Recall is one short side query; many at once keep its latency flat while extraction is busy elsewhere.
-  concurrency: 16,
+  // Recall is one short side query that waits on the small model; many at once keep its latency flat while
+  // extraction is busy elsewhere (one per active turn: 100 per process covers 100 concurrent turns).
+  concurrency: 100,
   // A recall either answers in seconds or is useless (the turn has moved on).
   lockDurationMs: 15_000,
   stalledIntervalMs: 10_000,

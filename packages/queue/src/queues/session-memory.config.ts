@@ -1,8 +1,9 @@
 import type { QueueConfig } from './queue-config.js';
 
 export const sessionMemoryQueueConfig: QueueConfig = {
-  // Serial per session is enforced by a lease, not by concurrency; several sessions can update at once.
-  concurrency: 4,
+  // Serial per session is enforced by a lease, not by concurrency; many sessions can update at once. LLM-bound
+  // like extraction (a fork waiting on the model), so sized by in-flight model calls: 50 per process.
+  concurrency: 50,
   // A summary update is one fork with a few Edit calls; same budget as extraction.
   lockDurationMs: 60_000,
   stalledIntervalMs: 30_000,

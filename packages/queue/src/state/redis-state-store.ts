@@ -1,5 +1,5 @@
 import { EngramError } from '@engram/errors/engram-error';
-import { Redis, type RedisOptions } from 'ioredis';
+import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import {
   type Lease,
   type LeaseTurn,
@@ -82,14 +82,14 @@ export class StateStoreUnavailableError extends EngramError {
 
 export class RedisStateStore implements StateStore {
   readonly engine = 'redis' as const;
-  private readonly redis: Redis;
+  private readonly redis: Redis | Cluster;
 
   /**
    * `namespace` isolates keys (the same prefix the queues use); `options` carry the connection profile. Given
    * an existing client instead of a URL, the store shares it (and closes it in `close`).
    */
   constructor(
-    urlOrClient: string | Redis,
+    urlOrClient: string | Redis | Cluster,
     private readonly namespace: string,
     options: RedisOptions = {},
   ) {

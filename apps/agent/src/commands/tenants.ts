@@ -1,0 +1,52 @@
+import { TenantError, TenantStore } from '@engram/tenants/tenant-store';
+import type { AgentConfig } from '../config.js';
+import { EXIT, type Output } from './output.js';
+
+// `engram tenants add|list|revoke`: the hosted service's tenants, on the shared ENGRAM_HOME.
+
+export async function tenantsCommand(
+  config: AgentConfig,
+  action:
+    | { kind: 'add'; name: string; workspace: string; allowedTools?: string[] }
+    | { kind: 'list'; json: boolean }
+    | { kind: 'revoke'; name: string },
+  io: Output,
+): Promise<number> {
+  const store = new TenantStore(config.engramHome);
+  try {
+    if (action.kind === 'add') {
+      const { tenant, key } = await store.add(action.name, action.workspace, {
+        ...(action.allowedTools ? { allowedTools: action.allowedTools } : {}),
+      });
+      io.err(
+        `Tenant ${tenant.id}: workspace ${tenant.workspace}, tools ${[...tenant.allowedTools].join(', ') || '(none)'}.`,
+      );
+      io.err('Its API key follows. It is shown only this once; store it now.');
+      io.out(key);
+      return EXIT.ok;
+    }
+    if (action.kind === 'revoke') {
+      const t = await store.revoke(action.name);
+      io.out(`Revoked tenant ${t.id} at ${t.revokedAt}.`);
+      return EXIT.ok;
+    }
+    const list = await store.list();
+    if (action.json) {
+      io.out(JSON.stringify(list, null, 2));
+      return EXIT.ok;
+    }
+    if (list.length === 0) io.out('No tenants. Add one with `engram tenants add NAME --workspace DIR`.');
+    for (const t of list) {
+      io.out(
+        `${t.id}\t${t.revokedAt ? 'revoked' : 'active'}\t${t.workspace}\t${t.policy.allowedTools.join(',')}\t${t.createdAt}`,
+      );
+    }
+    return EXIT.ok;
+  } catch (error) {
+    if (error instanceof TenantError) {
+      io.err(`engram tenants: ${error.message}`);
+      return EXIT.usage;
+    }
+    throw error;
+  }
+}

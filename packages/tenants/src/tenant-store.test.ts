@@ -1,0 +1,68 @@
+import { mkdirSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { resolveTenantCwd, type TenantError, TenantStore } from './tenant-store.js';
+
+function fresh() {
+  const base = mkdtempSync(join(tmpdir(), 'engram-tenants-'));
+  const ws = (name: string) => {
+    const dir = join(base, 'ws', name);
+    mkdirSync(dir, { recursive: true });
+    return dir;
+  };
+  return { store: new TenantStore(join(base, 'home')), ws, base };
+}
+
+describe('TenantStore', () => {
+  it('adds a tenant, stores only the hash of its key, authenticates Bearer keys and honours revocation', async () => {
+    const { store, ws } = fresh();
+    const { tenant, key } = await store.add('acme', ws('acme'));
+    expect(key).toMatch(/^egk\.acme\.[0-9a-f]{64}$/);
+    const raw = readFileSync(join(store.root, 'acme', 'tenant.json'), 'utf8');
+    expect(raw).not.toContain(key.split('.')[2]);
+    expect((await store.authenticate(`Bearer ${key}`))?.id).toBe('acme');
+    expect(await store.authenticate(key)).toBeNull();
+    expect(await store.authenticate(undefined)).toBeNull();
+    expect(await store.authenticate(`Bearer ${key.slice(0, -1)}0`)).toBeNull();
+    expect(await store.authenticate('Bearer egk.../../x.00')).toBeNull();
+    expect(tenant.home).toBe(join(store.root, 'acme', 'home'));
+    await store.revoke('acme');
+    expect(await store.authenticate(`Bearer ${key}`)).toBeNull();
+    expect((await store.list())[0]).toMatchObject({ id: 'acme', revokedAt: expect.any(String) });
+  });
+
+  it('refuses bad names, duplicates, missing and overlapping workspaces and unknown tools', async () => {
+    const { store, ws } = fresh();
+    await store.add('one', ws('one'));
+    const code = (p: Promise<unknown>) =>
+      p.then(
+        () => 'ok',
+        (e: TenantError) => e.code,
+      );
+    expect(await code(store.add('One', ws('x')))).toBe('TENANT_INVALID_NAME');
+    expect(await code(store.add('../x', ws('y')))).toBe('TENANT_INVALID_NAME');
+    expect(await code(store.add('one', ws('z')))).toBe('TENANT_EXISTS');
+    expect(await code(store.add('two', '/nonexistent/dir'))).toBe('TENANT_WORKSPACE_INVALID');
+    expect(await code(store.add('three', join(ws('one'), '..', 'one')))).toBe('TENANT_WORKSPACE_OVERLAP');
+    mkdirSync(join(ws('one'), 'sub'));
+    expect(await code(store.add('four', join(ws('one'), 'sub')))).toBe('TENANT_WORKSPACE_OVERLAP');
+    expect(await code(store.add('five', ws('five'), { allowedTools: ['Read', 'Sudo'] }))).toBe(
+      'TENANT_POLICY_INVALID',
+    );
+    expect((await store.list()).map((t) => t.id)).toEqual(['one']);
+  });
+
+  it('resolves a cwd only inside the workspace, after resolving symlinks', async () => {
+    const { store, ws, base } = fresh();
+    const { tenant } = await store.add('acme', ws('acme'));
+    mkdirSync(join(tenant.workspace, 'app'));
+    symlinkSync(ws('other'), join(tenant.workspace, 'escape'));
+    expect(await resolveTenantCwd(tenant, join(tenant.workspace, 'app'))).toBe(join(tenant.workspace, 'app'));
+    expect(await resolveTenantCwd(tenant, tenant.workspace)).toBe(tenant.workspace);
+    expect(await resolveTenantCwd(tenant, join(tenant.workspace, 'escape'))).toBeUndefined();
+    expect(await resolveTenantCwd(tenant, join(tenant.workspace, '..', 'other'))).toBeUndefined();
+    expect(await resolveTenantCwd(tenant, base)).toBeUndefined();
+    expect(await resolveTenantCwd(tenant, 'relative')).toBeUndefined();
+  });
+});
