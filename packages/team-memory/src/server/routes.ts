@@ -1,18 +1,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { validateTeamKey } from '@engram/memory-core/paths/containment';
 import {
   DEFAULT_MAX_ENTRIES,
   DEFAULT_MAX_REQUEST_BYTES,
   ERROR_CODES,
   formatEntityTag,
   MAX_ENTRY_BYTES,
-  MAX_KEY_LENGTH,
   parseEntityTag,
   putBodySchema,
   repoSlug,
   TEAM_MEMORY_PATH,
   VIEW_HASHES,
 } from '../contract.js';
+import { invalidKeyReason } from '../keys.js';
 import type { RepoMeta, TeamMemoryStore } from './store.js';
 
 // The team memory endpoints as plain node:http handlers, for the hosted API to mount behind its own
@@ -277,19 +276,6 @@ function readRepo(url: URL): RepoParam {
     };
   }
   return { ok: true, repo: parsed.data };
-}
-
-/** Why a key may not be stored, or undefined: the client's key rules plus a canonical form (no `.`, no `//`). */
-export function invalidKeyReason(key: string): { code: string; reason: string } | undefined {
-  if (key.length > MAX_KEY_LENGTH)
-    return { code: 'TOO_LONG', reason: `longer than ${MAX_KEY_LENGTH} characters` };
-  const valid = validateTeamKey(key);
-  if (!valid.ok) return { code: valid.code, reason: valid.reason };
-  if (key.split('/').some((segment) => segment === '' || segment === '.')) {
-    return { code: 'NOT_CANONICAL', reason: 'team memory key has an empty or "." path segment' };
-  }
-  if (key.endsWith('/')) return { code: 'NOT_CANONICAL', reason: 'team memory key names a directory' };
-  return undefined;
 }
 
 function matchesIfNoneMatch(header: string | string[] | undefined, checksum: string): boolean {
