@@ -3,6 +3,7 @@ import { createDreamHandler } from './jobs/dream.js';
 import { createExtractHandler } from './jobs/extract.js';
 import { createRecallHandler, createRecallModelClient } from './jobs/recall.js';
 import { createSessionMemoryHandler } from './jobs/session-memory.js';
+import { createTeamSyncHandler } from './jobs/team-sync.js';
 import type { HandlerDeps, WorkerHandlers } from './service.js';
 
 // Composition of the job handlers this build runs, with the shared model client.
@@ -26,5 +27,6 @@ export function createHandlers(deps: HandlerDeps): WorkerHandlers {
       client: createRecallModelClient(deps.config),
       selectorTimeoutMs: deps.config.recallTimeoutMs,
     }),
+    'team-sync': createTeamSyncHandler(deps),
   };
 }
