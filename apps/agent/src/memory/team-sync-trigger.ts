@@ -95,7 +95,7 @@ export class TeamSyncTrigger {
 
   /**
    * At shutdown: one push per project this process opened, so what this session (or its extraction) wrote
-   * into team/ is not left behind. A push already waiting for the project absorbs it.
+   * into team/ is not left behind. It is not held back by a debounced push that is still waiting.
    */
   async flush(): Promise<TeamSyncStatus[]> {
     return Promise.all(

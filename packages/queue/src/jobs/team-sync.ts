@@ -48,6 +48,11 @@ export const teamSyncJob = {
   kind: 'team-sync',
   queue: 'memory-team-sync',
   payload: teamSyncPayload,
-  /** One pending pull and one pending push per project; a push requested while one waits joins it. */
-  deduplicationId: (p: TeamSyncPayload) => `team-sync:${p.action}:${p.projectDir}`,
+  /**
+   * One pending pull and one pending push per project: a request made while one waits joins it. Debounced
+   * pushes (after writes) coalesce among themselves; an immediate push (shutdown, a person) is never held back
+   * behind a debounce.
+   */
+  deduplicationId: (p: TeamSyncPayload) =>
+    `team-sync:${p.action}${p.action === 'push' && p.debounceMs > 0 ? '-debounced' : ''}:${p.projectDir}`,
 } as const;
