@@ -40,6 +40,10 @@ const envSchema = z.object({
   ENGRAM_DREAM_MIN_SESSIONS: positiveInt.default(5),
   ENGRAM_DREAM_SCAN_INTERVAL_MS: positiveInt.default(10 * 60_000),
   ENGRAM_TEAM_SYNC_URL: z.url().optional(),
+  ENGRAM_TEAM_MEMORY_DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+    .optional(),
   ENGRAM_TEAM_SYNC_KEY: z.string().min(1).optional(),
   ENGRAM_TEAM_SYNC_WAIT_MS: z.coerce.number().int().min(0).default(3_000),
   ENGRAM_TEAM_SYNC_DEBOUNCE_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
@@ -73,6 +77,8 @@ export interface AgentConfig {
   teamSync:
     | { url: string; apiKey: string | undefined; sessionStartWaitMs: number; debounceMs: number }
     | undefined;
+  /** PostgreSQL for the team memory service `engram serve` hosts (packages/team-memory). */
+  teamMemoryDatabaseUrl: string | undefined;
 }
 
 export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
@@ -123,5 +129,6 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
           debounceMs: e.ENGRAM_TEAM_SYNC_DEBOUNCE_MS,
         }
       : undefined,
+    teamMemoryDatabaseUrl: e.ENGRAM_TEAM_MEMORY_DATABASE_URL,
   };
 }
