@@ -62,7 +62,9 @@ describe('docker-compose.yml', () => {
     expect(String(postgres.image)).toMatch(/^postgres:1[3-9]/);
     expect(postgres.healthcheck).toMatchObject({ test: expect.arrayContaining(['pg_isready']) });
     expect(compose.services.agent!.depends_on).toMatchObject({ postgres: { condition: 'service_healthy' } });
-    expect(env('agent').ENGRAM_TEAM_MEMORY_DATABASE_URL).toMatch(/^postgres:\/\/engram:.*@postgres:5432\/engram$/);
+    expect(env('agent').ENGRAM_TEAM_MEMORY_DATABASE_URL).toMatch(
+      /^postgres:\/\/engram:.*@postgres:5432\/engram$/,
+    );
     expect(Object.keys(compose.volumes)).toContain('postgres-data');
   });
 });
