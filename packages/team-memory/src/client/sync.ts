@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import { join } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { resolveTeamKeyPath } from '@engram/memory-core/paths/containment';
 import { hashContent, MAX_CONFLICT_RETRIES, MAX_ENTRY_BYTES, MAX_PUT_BODY_BYTES } from '../contract.js';
@@ -103,9 +105,13 @@ async function pull(target: SyncTarget, opts: { skipEtagCache?: boolean }): Prom
   // last pull must come back, so a missing file means a full download.
   let etag = opts.skipEtagCache ? undefined : (state.lastKnownChecksum ?? undefined);
   if (etag) {
+    // (Keys in the state passed validation when they were pulled; an lstat per key is all this needs.)
     for (const key of Object.keys(state.serverChecksums)) {
-      const path = await resolveTeamKeyPath(teamDir, key);
-      if (path.ok && (await readLocalFile(path.path)) === undefined) {
+      const present = await fs.lstat(join(teamDir, key)).then(
+        (st) => st.isFile(),
+        () => false,
+      );
+      if (!present) {
         etag = undefined;
         break;
       }
