@@ -33,6 +33,14 @@ const envSchema = sharedEnvSchema.extend({
   ENGRAM_DREAM_MIN_HOURS: z.coerce.number().positive().default(24),
   ENGRAM_DREAM_MIN_SESSIONS: positiveInt.default(5),
   ENGRAM_DREAM_SCAN_INTERVAL_MS: positiveInt.default(10 * 60_000),
+  ENGRAM_TEAM_SYNC_URL: z.url().optional(),
+  ENGRAM_TEAM_MEMORY_DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+    .optional(),
+  ENGRAM_TEAM_SYNC_KEY: z.string().min(1).optional(),
+  ENGRAM_TEAM_SYNC_WAIT_MS: z.coerce.number().int().min(0).default(3_000),
+  ENGRAM_TEAM_SYNC_DEBOUNCE_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('warn'),
 });
 
@@ -58,6 +66,15 @@ export interface AgentConfig {
   /** Transcripts older than this are deleted (0 keeps them forever). */
   cleanupPeriodDays: number;
   logLevel: string;
+  /**
+   * Team memory sync: on when ENGRAM_TEAM_SYNC_URL is set (the workers need it and the key too). The key is
+   * only read here for `engram team`, which talks to the service itself.
+   */
+  teamSync:
+    | { url: string; apiKey: string | undefined; sessionStartWaitMs: number; debounceMs: number }
+    | undefined;
+  /** PostgreSQL for the team memory service `engram serve` hosts (packages/team-memory). */
+  teamMemoryDatabaseUrl: string | undefined;
 }
 
 export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
@@ -115,5 +132,14 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
       scanIntervalMs: e.ENGRAM_DREAM_SCAN_INTERVAL_MS,
     },
     logLevel: e.LOG_LEVEL,
+    teamSync: e.ENGRAM_TEAM_SYNC_URL
+      ? {
+          url: e.ENGRAM_TEAM_SYNC_URL,
+          apiKey: e.ENGRAM_TEAM_SYNC_KEY,
+          sessionStartWaitMs: e.ENGRAM_TEAM_SYNC_WAIT_MS,
+          debounceMs: e.ENGRAM_TEAM_SYNC_DEBOUNCE_MS,
+        }
+      : undefined,
+    teamMemoryDatabaseUrl: e.ENGRAM_TEAM_MEMORY_DATABASE_URL,
   };
 }

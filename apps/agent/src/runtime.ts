@@ -1,6 +1,7 @@
 import { createModelClient, type ModelClient } from '@engram/agent-runtime/model/client';
 import { type AgentConfig, AgentConfigError } from './config.js';
 import { MemoryQueue } from './memory/memory-queue.js';
+import { TeamSyncTrigger } from './memory/team-sync-trigger.js';
 import type { AgentSessionDeps } from './session/agent-session.js';
 
 // Composition root for commands that talk to the model: one model client, one memory queue per process.
@@ -26,5 +27,11 @@ export function createModelClientFor(config: AgentConfig): ModelClient {
 export function createAgentRuntime(config: AgentConfig): AgentRuntime {
   const client = createModelClientFor(config);
   const memory = config.memoryEnabled ? new MemoryQueue(config) : undefined;
-  return { config, client, memory, dream: config.dream, close: async () => memory?.close() };
+  const teamSync = memory && config.teamSync ? new TeamSyncTrigger(memory, config.teamSync) : undefined;
+  const close = async () => {
+    // Flush team memory before the queue connection goes (one push per project this process opened).
+    await teamSync?.flush();
+    await memory?.close();
+  };
+  return { config, client, memory, teamSync, dream: config.dream, close };
 }

@@ -27,6 +27,9 @@ const envSchema = sharedEnvSchema.extend({
   ENGRAM_CONCURRENCY_SESSION_MEMORY: optionalPositiveInt,
   ENGRAM_CONCURRENCY_DREAM: optionalPositiveInt,
   ENGRAM_CONCURRENCY_RECALL: optionalPositiveInt,
+  ENGRAM_CONCURRENCY_TEAM_SYNC: optionalPositiveInt,
+  ENGRAM_TEAM_SYNC_URL: z.url().optional(),
+  ENGRAM_TEAM_SYNC_KEY: z.string().min(1).optional(),
   ENGRAM_LOCK_DURATION_MS: optionalPositiveInt,
   ENGRAM_STALLED_INTERVAL_MS: optionalPositiveInt,
   ENGRAM_DREAM_LOCK_TTL_MS: optionalPositiveInt,
@@ -78,6 +81,8 @@ export interface WorkersConfig {
     basicAuth: { user: string; password: string } | undefined;
   };
   logLevel: string;
+  /** The team memory service and this deployment's tenant key (both set, or team sync is off). */
+  teamSync: { url: string; apiKey: string } | undefined;
 }
 
 export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): WorkersConfig {
@@ -89,6 +94,11 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
   if ((e.ENGRAM_DASHBOARD_USER === undefined) !== (e.ENGRAM_DASHBOARD_PASSWORD === undefined)) {
     throw new ConfigError(
       'Invalid worker configuration:\n  ENGRAM_DASHBOARD_USER and ENGRAM_DASHBOARD_PASSWORD must be set together.',
+    );
+  }
+  if ((e.ENGRAM_TEAM_SYNC_URL === undefined) !== (e.ENGRAM_TEAM_SYNC_KEY === undefined)) {
+    throw new ConfigError(
+      'Invalid worker configuration:\n  ENGRAM_TEAM_SYNC_URL and ENGRAM_TEAM_SYNC_KEY must be set together (or neither: team sync off).',
     );
   }
   let queues = [...JOB_KINDS];
@@ -135,6 +145,7 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
       'session-memory': e.ENGRAM_CONCURRENCY_SESSION_MEMORY,
       dream: e.ENGRAM_CONCURRENCY_DREAM,
       recall: e.ENGRAM_CONCURRENCY_RECALL,
+      'team-sync': e.ENGRAM_CONCURRENCY_TEAM_SYNC,
     },
     lockDurationMs: e.ENGRAM_LOCK_DURATION_MS,
     stalledIntervalMs: e.ENGRAM_STALLED_INTERVAL_MS,
@@ -155,5 +166,9 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
           : undefined,
     },
     logLevel: e.LOG_LEVEL,
+    teamSync:
+      e.ENGRAM_TEAM_SYNC_URL && e.ENGRAM_TEAM_SYNC_KEY
+        ? { url: e.ENGRAM_TEAM_SYNC_URL, apiKey: e.ENGRAM_TEAM_SYNC_KEY }
+        : undefined,
   };
 }

@@ -4,6 +4,7 @@ import { createExtractHandler } from './jobs/extract.js';
 import { createRecallHandler, createRecallModelClient } from './jobs/recall.js';
 import { createReconcileHandler } from './jobs/reconcile.js';
 import { createSessionMemoryHandler } from './jobs/session-memory.js';
+import { createTeamSyncHandler } from './jobs/team-sync.js';
 import type { HandlerDeps, WorkerHandlers } from './service.js';
 
 // Composition of the job handlers this build runs, with the shared model client.
@@ -28,5 +29,6 @@ export function createHandlers(deps: HandlerDeps): WorkerHandlers {
       selectorTimeoutMs: deps.config.recallTimeoutMs,
     }),
     ...(deps.producer ? { reconcile: createReconcileHandler({ ...deps, producer: deps.producer }) } : {}),
+    'team-sync': createTeamSyncHandler(deps),
   };
 }

@@ -8,12 +8,14 @@ import {
   type SessionMemoryResult,
   sessionMemoryJob,
 } from './jobs/session-memory.js';
+import { type TeamSyncPayload, type TeamSyncResult, teamSyncJob } from './jobs/team-sync.js';
 import { dreamQueueConfig } from './queues/dream.config.js';
 import { extractQueueConfig } from './queues/extract.config.js';
 import type { QueueConfig } from './queues/queue-config.js';
 import { recallQueueConfig } from './queues/recall.config.js';
 import { reconcileQueueConfig } from './queues/reconcile.config.js';
 import { sessionMemoryQueueConfig } from './queues/session-memory.config.js';
+import { teamSyncQueueConfig } from './queues/team-sync.config.js';
 import type { StateStore } from './state/state-store.js';
 
 // The job catalog: one entry per job kind, mapping it to its queue, payload schema, dedup key and options.
@@ -28,6 +30,7 @@ export interface JobTypes {
   dream: { payload: DreamPayload; result: DreamResult };
   recall: { payload: RecallPayload; result: RecallResult };
   reconcile: { payload: ReconcilePayload; result: ReconcileResult };
+  'team-sync': { payload: TeamSyncPayload; result: TeamSyncResult };
 }
 
 export type JobKind = keyof JobTypes;
@@ -50,6 +53,7 @@ export const JOB_CATALOG: { [K in JobKind]: JobDefinition<K> } = {
   dream: { ...dreamJob, config: dreamQueueConfig },
   recall: { ...recallJob, config: recallQueueConfig },
   reconcile: { ...reconcileJob, config: reconcileQueueConfig },
+  'team-sync': { ...teamSyncJob, config: teamSyncQueueConfig },
 };
 
 export const JOB_KINDS = Object.keys(JOB_CATALOG) as JobKind[];

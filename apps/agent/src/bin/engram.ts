@@ -191,6 +191,26 @@ program
     ),
   );
 
+const team = program
+  .command('team')
+  .description("sync this repository's team memory (memory/team/) with the team memory service");
+for (const [name, description] of [
+  ['status', 'what a push and a pull would change, what is skipped and why'],
+  ['pull', "write the service's team memory here (the service wins where it has news)"],
+  ['push', 'send local team memory changes (local wins; files with secrets are never sent)'],
+] as const) {
+  team
+    .command(name)
+    .description(description)
+    .option('--cwd <dir>', 'project directory')
+    .option('--json', 'machine-readable output')
+    .action(async (opts) => {
+      const commands = await import('../commands/team.js');
+      const run = { status: commands.teamStatus, pull: commands.teamPull, push: commands.teamPush }[name];
+      setExit(await run(config(), { cwd: cwdOf(opts), json: !!opts.json }, stdio));
+    });
+}
+
 program
   .command('workers')
   .description('run the worker service (all queues) until Ctrl-C')

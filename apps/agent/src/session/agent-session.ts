@@ -53,6 +53,7 @@ import {
 import type { MemoryQueue, MemoryWorkStatus } from '../memory/memory-queue.js';
 import { RecallPrefetch, type RecallStatus } from '../memory/recall-prefetch.js';
 import { SessionMemoryTrigger } from '../memory/session-memory-trigger.js';
+import { describeTeamSync, type TeamSyncStatus, type TeamSyncTrigger } from '../memory/team-sync-trigger.js';
 import { Compactor } from './compactor.js';
 
 // One conversation with the foreground agent: context assembly, turns through the runtime's query loop, the
@@ -105,11 +106,15 @@ export interface AgentSessionDeps {
   memory: MemoryQueue | undefined;
   /** Dream gate thresholds (default 24 h / 5 sessions / 10 min). */
   dream?: DreamThresholds;
+  /** Team memory sync (absent when memory is disabled or ENGRAM_TEAM_SYNC_URL is unset). */
+  teamSync?: TeamSyncTrigger | undefined;
 }
 
 export class AgentSession {
   /** Notices for the user (e.g. an index cut), each shown once. */
   readonly notices: string[] = [];
+  /** How the session-start team memory pull went, when team sync is on. */
+  teamSync: TeamSyncStatus | undefined;
   private readonly tools = defaultTools();
   private readFileState: ReadFileState | undefined;
   private paramsSaved = false;
@@ -153,6 +158,8 @@ export class AgentSession {
       cwd: opts.cwd,
       ...(deps.config.memoryDirOverride ? { memoryDirOverride: deps.config.memoryDirOverride } : {}),
     });
+    // Team memory first, so the index below loads what the team has (bounded wait; never fails the session).
+    const teamSync = await deps.teamSync?.atSessionStart(paths, sessionId);
     const store = new TranscriptStore(paths.transcriptPath(sessionId));
     const { entries } = await store.readAll().catch(() => ({ entries: [] as TranscriptEntry[] }));
     const context = await buildSessionContext({
@@ -163,6 +170,9 @@ export class AgentSession {
     });
     const session = new AgentSession(deps, sessionId, paths, store, context, entries.length > 0, opts.tenant);
     session.gitBranch = await readGitBranch(paths.cwd);
+    session.teamSync = teamSync;
+    const teamLine = teamSync && describeTeamSync(teamSync);
+    if (teamLine) session.notices.push(teamLine);
     if (session.resumed) {
       // A resumed session keeps its session-start snapshot, so the cached prefix (and every fork's) is unchanged.
       const saved = await loadCacheSafeParams(cacheSafeParamsPathFor(paths.transcriptPath(sessionId))).catch(
@@ -389,11 +399,9 @@ export class AgentSession {
       if (result.endReason === 'completed') {
         // This turn's entries: from its prompt (or the prompt's copy, if a reactive compaction re-emitted it).
         const start = after.findIndex((e) => e.uuid === user.uuid || e.compactedFromUuid === user.uuid);
-        extract = await this.deps.memory.afterTurn(
-          this,
-          start >= 0 ? after.slice(start) : result.newMessages,
-          leaf,
-        );
+        const turnEntries = start >= 0 ? after.slice(start) : result.newMessages;
+        extract = await this.deps.memory.afterTurn(this, turnEntries, leaf);
+        await this.deps.teamSync?.afterTurn(this.paths, turnEntries, this.sessionId);
         dream = await maybeEnqueueDream(
           this.deps.memory,
           this,

@@ -56,4 +56,15 @@ describe('docker-compose.yml', () => {
     expect(workers).toContain('apps/workers/dist/bin/engram-workers.js');
     expect(agent).toContain('apps/agent/dist/bin/engram.js');
   });
+
+  it('runs PostgreSQL for the team memory store, healthy before the agent starts', () => {
+    const postgres = compose.services.postgres!;
+    expect(String(postgres.image)).toMatch(/^postgres:1[3-9]/);
+    expect(postgres.healthcheck).toMatchObject({ test: expect.arrayContaining(['pg_isready']) });
+    expect(compose.services.agent!.depends_on).toMatchObject({ postgres: { condition: 'service_healthy' } });
+    expect(env('agent').ENGRAM_TEAM_MEMORY_DATABASE_URL).toMatch(
+      /^postgres:\/\/engram:.*@postgres:5432\/engram$/,
+    );
+    expect(Object.keys(compose.volumes)).toContain('postgres-data');
+  });
 });

@@ -1,0 +1,182 @@
+import { join } from 'node:path';
+import type { TeamSyncResult } from '@engram/queue/jobs/team-sync';
+import { type JobHandler, PermanentJobError } from '@engram/queue/worker';
+import { TeamMemoryHttpClient } from '@engram/team-memory/client/http-client';
+import {
+  type PullReport,
+  type PushReport,
+  pullTeamMemory,
+  pushTeamMemory,
+} from '@engram/team-memory/client/sync';
+import { TEAM_SYNC_STATE_FILENAME, TeamSyncStateFile } from '@engram/team-memory/client/sync-state';
+import { Counter, type Registry } from 'prom-client';
+import type { HandlerDeps } from '../service.js';
+import { pathsForJob } from './job-paths.js';
+
+// team-sync: one pull or push of a project's team/ directory against the team memory service. The rules live
+// in packages/team-memory; this is the wiring: paths from the payload, the service and key from the worker's
+// configuration, the debounce, metrics, and logs that name a skipped secret's rule, never its value.
+
+export interface TeamSyncMetrics {
+  entries: Counter<'direction' | 'outcome'>;
+  skipped: Counter<'direction' | 'reason'>;
+  conflicts: Counter<'direction'>;
+  bytes: Counter<'direction'>;
+  runs: Counter<'action' | 'outcome'>;
+}
+
+export function createTeamSyncMetrics(registry: Registry): TeamSyncMetrics {
+  const registers = [registry];
+  return {
+    entries: new Counter({
+      name: 'engram_team_sync_entries_total',
+      help: 'Team memory entries synced, by direction (pull, push) and outcome (written, pushed, unchanged, kept_local).',
+      labelNames: ['direction', 'outcome'],
+      registers,
+    }),
+    skipped: new Counter({
+      name: 'engram_team_sync_skipped_total',
+      help: 'Team memory entries not synced, by direction and reason (secret, too-large, invalid-key, …).',
+      labelNames: ['direction', 'reason'],
+      registers,
+    }),
+    conflicts: new Counter({
+      name: 'engram_team_sync_conflicts_total',
+      help: 'Team memory conflicts: 412s on push (each refreshed and retried), keys both sides changed on pull.',
+      labelNames: ['direction'],
+      registers,
+    }),
+    bytes: new Counter({
+      name: 'engram_team_sync_bytes_total',
+      help: 'Bytes of team memory content written on pull or sent on push.',
+      labelNames: ['direction'],
+      registers,
+    }),
+    runs: new Counter({
+      name: 'engram_team_sync_runs_total',
+      help: 'Team sync jobs by action and outcome (pulled, not-modified, no-data, pushed, up-to-date, suppressed, failed).',
+      labelNames: ['action', 'outcome'],
+      registers,
+    }),
+  };
+}
+
+export interface TeamSyncDeps extends HandlerDeps {
+  /** Override the HTTP client's retry pacing (tests). */
+  http?: { maxRetries?: number; retryBaseMs?: number; timeoutMs?: number };
+}
+
+export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync'> {
+  const metrics = createTeamSyncMetrics(deps.metrics.registry);
+  const { logger } = deps;
+  return async (payload, ctx) => {
+    const sync = deps.config.teamSync;
+    if (!sync) {
+      throw new PermanentJobError(
+        'TEAM_SYNC_NOT_CONFIGURED',
+        'Team sync is not configured on this worker: set ENGRAM_TEAM_SYNC_URL and ENGRAM_TEAM_SYNC_KEY.',
+      );
+    }
+    if (payload.debounceMs > 0) {
+      const wait = Date.parse(payload.requestedAt) + payload.debounceMs - Date.now();
+      if (wait > 0) throw await ctx.defer(wait);
+    }
+    const paths = pathsForJob(deps.config, payload);
+    const target = {
+      teamDir: paths.teamDir,
+      repo: payload.repo,
+      http: new TeamMemoryHttpClient({ baseUrl: sync.url, apiKey: sync.apiKey, ...deps.http }),
+      state: new TeamSyncStateFile(join(paths.projectDir, TEAM_SYNC_STATE_FILENAME)),
+    };
+    const log = { queue: 'team-sync', jobId: ctx.job.id, project: payload.projectDir, repo: payload.repo };
+    if (payload.action === 'pull') {
+      const report = await pullTeamMemory(target);
+      recordPull(metrics, report);
+      for (const s of report.skipped)
+        logger.warn({ ...log, key: s.key, reason: s.reason }, 'team memory entry not pulled');
+      if (report.conflicts.length)
+        logger.warn(
+          { ...log, keys: report.conflicts },
+          'team memory changed here and on the service; the service won',
+        );
+      return pullResult(report);
+    }
+    const report = await pushTeamMemory(target);
+    recordPush(metrics, report);
+    for (const s of report.skipped) {
+      // The rule id and the file's key, never the matched text.
+      if (s.reason === 'secret')
+        logger.warn(
+          { ...log, key: s.key, ruleId: s.ruleId },
+          'team memory file not uploaded: it contains a secret',
+        );
+      else logger.info({ ...log, key: s.key, reason: s.reason }, 'team memory file not uploaded');
+    }
+    if (report.outcome === 'failed') {
+      const error = report.error!;
+      if (error.permanent) {
+        logger.warn(
+          { ...log, code: error.code, status: error.status },
+          'team memory push refused; suppressed until a file changes',
+        );
+        throw new PermanentJobError(error.code, error.message);
+      }
+      throw new Error(error.message);
+    }
+    if (report.outcome === 'suppressed')
+      logger.info({ ...log, code: report.error?.code }, 'team memory push suppressed');
+    return pushResult(report);
+  };
+}
+
+function recordPull(m: TeamSyncMetrics, r: PullReport): void {
+  m.runs.inc({ action: 'pull', outcome: r.outcome });
+  if (r.written.length) m.entries.inc({ direction: 'pull', outcome: 'written' }, r.written.length);
+  if (r.unchanged) m.entries.inc({ direction: 'pull', outcome: 'unchanged' }, r.unchanged);
+  if (r.keptLocal.length) m.entries.inc({ direction: 'pull', outcome: 'kept_local' }, r.keptLocal.length);
+  for (const s of r.skipped) m.skipped.inc({ direction: 'pull', reason: s.reason });
+  if (r.conflicts.length) m.conflicts.inc({ direction: 'pull' }, r.conflicts.length);
+  if (r.bytes) m.bytes.inc({ direction: 'pull' }, r.bytes);
+}
+
+function recordPush(m: TeamSyncMetrics, r: PushReport): void {
+  m.runs.inc({ action: 'push', outcome: r.outcome });
+  if (r.pushed.length) m.entries.inc({ direction: 'push', outcome: 'pushed' }, r.pushed.length);
+  for (const s of r.skipped) m.skipped.inc({ direction: 'push', reason: s.reason });
+  if (r.conflicts) m.conflicts.inc({ direction: 'push' }, r.conflicts);
+  if (r.bytes) m.bytes.inc({ direction: 'push' }, r.bytes);
+}
+
+function pullResult(r: PullReport): TeamSyncResult {
+  return {
+    action: 'pull',
+    repo: r.repo,
+    outcome: r.outcome,
+    written: r.written.map((w) => ({ key: w.key, change: w.change })),
+    pushed: [],
+    skipped: r.skipped.map((s) => ({ key: s.key, reason: s.reason })),
+    keptLocal: r.keptLocal,
+    conflicts: r.conflicts.length,
+    bytes: r.bytes,
+    checksum: r.checksum,
+  };
+}
+
+function pushResult(r: PushReport): TeamSyncResult {
+  return {
+    action: 'push',
+    repo: r.repo,
+    outcome: r.outcome as 'pushed' | 'up-to-date' | 'suppressed',
+    written: [],
+    pushed: r.pushed.map((p) => p.key),
+    skipped: r.skipped.map((s) => ({
+      key: s.key,
+      reason: s.reason,
+      ...(s.ruleId ? { ruleId: s.ruleId } : {}),
+    })),
+    keptLocal: [],
+    conflicts: r.conflicts,
+    bytes: r.bytes,
+    checksum: r.checksum,
+  };
+}
