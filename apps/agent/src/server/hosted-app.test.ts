@@ -5,6 +5,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  rmSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -382,6 +383,62 @@ describe('engram serve: authentication and tenant isolation', () => {
     });
     expect(allowed.body.deniedCalls).toBe(0);
     expect(readFileSync(join(ws, 'out.txt'), 'utf8')).toBe('written');
+  });
+
+  it('runs a served turn’s Bash in the OS sandbox: it writes only the workspace and sees no other tenant', async () => {
+    const store = new TenantStore(engramHome);
+    const acme = await store.add('acme', workspace(`acme-${namespace}`), {
+      allowedTools: ['Read', 'Write', 'Bash'],
+    });
+    // Outside /tmp, which the sandbox replaces with a private one anyway: the rival's workspace is hidden by
+    // the served sandbox itself, and a write outside the workspace meets a read-only file system.
+    const hostDir = mkdtempSync('/var/tmp/engram-served-');
+    closer.defer(async () => rmSync(hostDir, { recursive: true, force: true }));
+    mkdirSync(join(hostDir, 'rival'));
+    const rival = await store.add('rival', join(hostDir, 'rival'));
+    writeFileSync(join(rival.tenant.workspace, 'secret.txt'), 'RIVAL-SECRET');
+    const ws = acme.tenant.workspace;
+    const outside = join(hostDir, 'outside.txt');
+    const { url } = await replica();
+    const session = await call(url, '/v1/sessions', { key: acme.key, body: { cwd: ws } });
+    let step = 0;
+    main = () => {
+      step++;
+      if (step > 1) return textReply('Finished.');
+      return reply(
+        toolUse('Bash', { command: 'echo built > out.txt && cat out.txt' }, 'b1'),
+        toolUse('Bash', { command: `echo x > ${outside}` }, 'b2'),
+        toolUse('Bash', { command: `cat ${rival.tenant.workspace}/secret.txt` }, 'b3'),
+        toolUse('Bash', { command: `ls ${engramHome}/tenants` }, 'b4'),
+      );
+    };
+    const turn = await call(url, `/v1/sessions/${session.body.id}/turns`, {
+      key: acme.key,
+      body: { prompt: 'build it' },
+    });
+    expect(turn.status).toBe(200);
+    expect(turn.body.deniedCalls).toBe(0);
+    const results = new Map<string, { content: string; isError: boolean }>();
+    for (const r of model.messageRequests()) {
+      for (const m of r.body.messages as Array<{ content: unknown }>) {
+        if (!Array.isArray(m.content)) continue;
+        for (const b of m.content as Array<{
+          type: string;
+          tool_use_id?: string;
+          content?: unknown;
+          is_error?: boolean;
+        }>) {
+          if (b.type === 'tool_result' && b.tool_use_id)
+            results.set(b.tool_use_id, { content: JSON.stringify(b.content), isError: b.is_error === true });
+        }
+      }
+    }
+    expect(readFileSync(join(ws, 'out.txt'), 'utf8')).toBe('built\n');
+    expect(results.get('b1')?.content).toContain('built');
+    expect(existsSync(outside)).toBe(false);
+    expect(results.get('b2')?.content).toMatch(/Read-only file system|Permission denied/);
+    expect(results.get('b3')?.content).not.toContain('RIVAL-SECRET');
+    expect(results.get('b4')?.content).not.toContain('rival');
   });
 
   it('gives every job of a turn the authenticated tenant’s scope, and the workers save its memory in the tenant’s own area', async () => {

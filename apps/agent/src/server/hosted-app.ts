@@ -25,7 +25,7 @@ import { createAgentMetrics } from '../metrics.js';
 import { type AgentRuntime, createAgentRuntime } from '../runtime.js';
 import { AgentSession, type TurnResult } from '../session/agent-session.js';
 import { openApiDocument } from './openapi.js';
-import { effectiveTools, servedTurnPolicy } from './served-policy.js';
+import { effectiveTools, sandboxServedBash, servedTurnPolicy } from './served-policy.js';
 import {
   createSessionRecord,
   parseSessionId,
@@ -379,12 +379,17 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
           tenant: tenant.id,
         });
         emit({ event: 'turn.started', data: { sessionId: record.id, resumed: session.resumed } });
+        const allowedTools = effectiveTools(tenant.allowedTools, body.allowedTools);
+        const others = (await tenants.list()).filter((t) => t.id !== tenant.id).map((t) => t.workspace);
+        const served = await sandboxServedBash({
+          tenant,
+          allowedTools,
+          hidden: [config.engramHome, ...others],
+          canUseTool: servedTurnPolicy({ tenant, paths: session.paths, allowedTools }),
+        });
         const result = await session.runTurn(body.prompt, {
-          canUseTool: servedTurnPolicy({
-            tenant,
-            paths: session.paths,
-            allowedTools: effectiveTools(tenant.allowedTools, body.allowedTools),
-          }),
+          canUseTool: served.canUseTool,
+          wrapTools: served.wrapTools,
           signal,
           fence: () => lease.assertHeld(),
           onEntry: (entry: ChainEntry) => {

@@ -1,6 +1,12 @@
 import { promises as fs } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
-import type { CanUseTool, PermissionDecision } from '@engram/agent-runtime/tools/tool';
+import { SandboxUnavailableError } from '@engram/agent-runtime/sandbox/sandbox';
+import {
+  createToolSandbox,
+  gateBashOnSandbox,
+  withToolSandbox,
+} from '@engram/agent-runtime/sandbox/unattended';
+import type { AnyTool, CanUseTool, PermissionDecision } from '@engram/agent-runtime/tools/tool';
 import { resolveInside } from '@engram/memory-core/paths/containment';
 import type { EngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { checkTeamSecret } from '@engram/memory-core/policy/memory-permissions';
@@ -17,7 +23,7 @@ import type { ServedTool, Tenant } from '@engram/tenants/tenant-store';
 // - Write/Edit land in the session's memory directory (always allowed, except secrets into team memory) or,
 //   if the policy allows them, strictly inside the workspace (packages/memory-core containment);
 // - Bash runs only if the tenant's policy allows it. It is not confined by this hook (a command string is
-//   not a path): the OS sandbox is the boundary, passed to the tool context at `servedToolSandbox` below.
+//   not a path): the OS sandbox is the boundary (`sandboxServedBash` below).
 
 export interface ServedPolicyOptions {
   tenant: Pick<Tenant, 'workspace' | 'home' | 'id'>;
@@ -37,15 +43,42 @@ export function effectiveTools(
 }
 
 /**
- * The seam where a served turn's Bash gets its OS sandbox (the tenant's workspace writable, nothing else).
- * Returns the sandbox option for the tool context; undefined until the sandbox is wired in, in which case
- * Bash runs only for tenants whose policy explicitly allows it.
+ * A served turn's tools with Bash in the OS sandbox: the host read-only, no network, a private /tmp, an empty
+ * HOME, an allowlisted environment, and — when the turn may change files (Write or Edit allowed) — the
+ * tenant's workspace writable, nothing else. Only Bash is wrapped: Write/Edit keep the policy's real-path
+ * checks, since a served turn writes both its workspace and its memory directory. Where the sandbox cannot
+ * start, Bash is denied at permission time with the reason (ENGRAM_SANDBOX=require refuses the turn).
  */
-export function servedToolSandbox(_opts: {
-  tenant: Pick<Tenant, 'workspace' | 'home' | 'id'>;
-  paths: EngramPaths;
-}): undefined {
-  return undefined;
+export async function sandboxServedBash(opts: {
+  tenant: Pick<Tenant, 'workspace' | 'home'>;
+  allowedTools: ReadonlySet<ServedTool>;
+  canUseTool: CanUseTool;
+  /**
+   * What Bash must not see at all: the shared ENGRAM_HOME (tenant records, key hashes, every tenant's memory
+   * and transcripts) and the other tenants' workspaces. The tenant's own home stays readable.
+   */
+  hidden: readonly string[];
+}): Promise<{ canUseTool: CanUseTool; wrapTools: (tools: readonly AnyTool[]) => AnyTool[] }> {
+  const writes = opts.allowedTools.has('Write') || opts.allowedTools.has('Edit');
+  const base = await createToolSandbox({
+    root: opts.tenant.workspace,
+    bash: writes ? 'write-root' : 'read-only',
+  });
+  if (!base.status.available && base.status.mode === 'require')
+    throw new SandboxUnavailableError(base.status);
+  // Only existing directories can be covered (bubblewrap cannot create a mount point on the read-only root).
+  const existing = async (p: string) =>
+    fs.realpath(p).then(
+      (r) => r,
+      () => undefined,
+    );
+  const hidden = (await Promise.all(opts.hidden.map(existing))).filter((p): p is string => p !== undefined);
+  const ownHome = await existing(opts.tenant.home);
+  const sandbox = { ...base, hidden, ...(ownHome ? { readable: [ownHome] } : {}) };
+  return {
+    canUseTool: gateBashOnSandbox(opts.canUseTool, sandbox),
+    wrapTools: (tools) => tools.map((t) => (t.name === 'Bash' ? (withToolSandbox([t], sandbox)[0] ?? t) : t)),
+  };
 }
 
 function isWithinOrEqual(child: string, parent: string): boolean {

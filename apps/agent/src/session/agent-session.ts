@@ -21,7 +21,7 @@ import {
 import type { ModelClient, Usage } from '@engram/agent-runtime/model/client';
 import { estimateTokens, tokenCountWithEstimation } from '@engram/agent-runtime/model/tokens';
 import { defaultTools, toolDefinitions } from '@engram/agent-runtime/tools/registry';
-import type { CanUseTool, ReadFileState } from '@engram/agent-runtime/tools/tool';
+import type { AnyTool, CanUseTool, ReadFileState } from '@engram/agent-runtime/tools/tool';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
 import {
   type ChainEntry,
@@ -78,6 +78,11 @@ export interface TurnOptions {
   fence?: () => Promise<void>;
   /** Every transcript entry the turn appends, right after it is written (the hosted service streams them). */
   onEntry?: (entry: ChainEntry) => void;
+  /**
+   * The turn's tools from the session's (same names and definitions, so the cached prefix is unchanged): the
+   * hosted service runs a served turn's Bash in the OS sandbox this way.
+   */
+  wrapTools?: (tools: readonly AnyTool[]) => AnyTool[];
 }
 
 export interface TurnResult {
@@ -322,7 +327,7 @@ export class AgentSession {
         client,
         model: config.model,
         system: this.context.system,
-        tools: this.tools,
+        tools: opts.wrapTools ? opts.wrapTools(this.tools) : this.tools,
         maxTokens: config.maxOutputTokens,
         messages,
         userContext: this.context.userContext,

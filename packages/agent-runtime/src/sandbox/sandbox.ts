@@ -167,6 +167,10 @@ export interface BwrapSpec {
   cwd: string;
   /** Directories the command may write (real paths). Everything else is read-only or private. */
   writable: readonly string[];
+  /** Directories replaced by an empty tmpfs (other tenants' data on a shared host). */
+  hidden?: readonly string[];
+  /** Directories under a hidden one that stay visible, read-only (a tenant's own area). */
+  readable?: readonly string[];
 }
 
 export interface BwrapInvocation {
@@ -205,8 +209,11 @@ export function bwrapInvocation(bwrapPath: string, spec: BwrapSpec): BwrapInvoca
     '--dir',
     SANDBOX_HOME,
   ];
-  const shadowed = (p: string) => isUnder(p, '/tmp') || isUnder(p, '/dev') || isUnder(p, '/proc');
-  const visible = [spec.cwd, ...spec.writable].filter(shadowed);
+  const hidden = spec.hidden ?? [];
+  for (const p of hidden) args.push('--tmpfs', p);
+  const shadowed = (p: string) =>
+    isUnder(p, '/tmp') || isUnder(p, '/dev') || isUnder(p, '/proc') || hidden.some((h) => isUnder(p, h));
+  const visible = [spec.cwd, ...(spec.readable ?? []), ...spec.writable].filter(shadowed);
   for (const p of [...new Set(visible)]) args.push('--ro-bind', p, p);
   for (const p of spec.writable) args.push('--bind', p, p);
   args.push('--chdir', spec.cwd, '--seccomp', '3', '--');

@@ -32,6 +32,9 @@ export interface ToolSandbox {
   writableRoot: string;
   /** Whether Bash may write `writableRoot` (default: no). */
   bashWritesRoot: boolean;
+  /** Directories Bash must not see at all (empty tmpfs), and the ones under them it may read. */
+  hidden?: readonly string[];
+  readable?: readonly string[];
   status: SandboxStatus;
 }
 
@@ -81,6 +84,8 @@ export async function sandboxedShell(
     invocation: bwrapInvocation(status.bwrapPath, {
       cwd: realCwd,
       writable: sandbox.bashWritesRoot ? [sandbox.writableRoot] : [],
+      ...(sandbox.hidden ? { hidden: sandbox.hidden } : {}),
+      ...(sandbox.readable ? { readable: sandbox.readable } : {}),
     }),
   };
 }
