@@ -39,10 +39,11 @@ export interface ForegroundSession {
 
 export function createForeground(
   server: ModelServer,
-  opts: { engramHome?: string; sessionId?: string } = {},
+  opts: { engramHome?: string; sessionId?: string; cwd?: string } = {},
 ): ForegroundSession {
   const engramHome = opts.engramHome ?? mkdtempSync(join(tmpdir(), 'engram-home-'));
-  const cwd = mkdtempSync(join(tmpdir(), 'engram-project-'));
+  // Sessions given the same cwd share a project (and its memory directory).
+  const cwd = opts.cwd ?? mkdtempSync(join(tmpdir(), 'engram-project-'));
   mkdirSync(cwd, { recursive: true });
   const sessionId = opts.sessionId ?? `s${Math.random().toString(36).slice(2, 10)}`;
   const paths = engramPathsFor({ engramHome, cwd, projectRoot: cwd });

@@ -59,9 +59,9 @@ describe.each(TEST_BACKENDS)('%s state store', (kind, backend) => {
 
   it('a dead holder frees the line when its lease expires; the line is empty again after the last waiter', async () => {
     const s = await store();
-    await s.acquireLeaseInTurn('dead', 'x', 150, 60_000);
+    await s.acquireLeaseInTurn('dead', 'x', 1_000, 60_000);
     expect((await s.acquireLeaseInTurn('dead', 'y', 5_000, 60_000)).acquired).toBe(false);
-    await sleep(300);
+    await sleep(1_300);
     const y = await s.acquireLeaseInTurn('dead', 'y', 5_000, 60_000);
     expect(y.acquired).toBe(true);
     if (!y.acquired) return;

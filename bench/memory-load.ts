@@ -1,0 +1,241 @@
+// Memory work under load: turn end → memory on disk, with SESSIONS concurrent sessions over PROJECTS projects
+// and W worker processes (the built `engram-workers`, real child processes), a scripted model answering in
+// 200–500 ms (the testkit server in this process, on loopback), and the agent's real enqueue path
+// (`MemoryQueue.afterTurn`). Each turn states one fact ("fact S-T"); the extraction fork writes one memory per
+// fact among the messages it was asked to cover, unless the manifest already lists that fact's file — a model
+// that checks what is saved, as the extraction prompt asks. Measured:
+//   turn end → memory on disk: from `afterTurn` returning to the first poll (every 50 ms) that sees the fact's
+//     file with its MEMORY.md pointer; p50/p95/max;
+//   baseline, same run: one session alone on the same workers, the same turns — the unloaded latency (the
+//     model's own two fork calls plus the queue) that the loaded p95 is divided by;
+//   events per completed extraction: entries of the extract queue's BullMQ event stream / completed jobs;
+//   lost (a fact with no file at the end) and doubled (a fact in more than one file): both must be 0.
+// Bounded: every phase has a deadline; the model server, Redis and the workers listen on loopback only.
+// Run: npm run build && npm run bench:memory-load -w @engram/bench   (env: W, SESSIONS, PROJECTS, TURNS)
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, promises as fs, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadAgentConfig } from '@engram/agent/config';
+import { MemoryQueue } from '@engram/agent/memory/memory-queue';
+import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
+import { startLocalRedis } from '@engram/queue/local-redis';
+import { startModelServer } from '@engram/testkit/model-server';
+import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import {
+  createForeground,
+  type ForegroundSession,
+  isExtractionRequest,
+  lastUserText,
+} from '@engram/workers/testing/foreground.test-helpers';
+import { Redis } from 'ioredis';
+import { percentile } from './lib/stats.js';
+
+const W = Number(process.env.W ?? 2);
+const SESSIONS = Number(process.env.SESSIONS ?? 30);
+const PROJECTS = Number(process.env.PROJECTS ?? 5);
+const TURNS = Number(process.env.TURNS ?? 4);
+const PHASE_DEADLINE_MS = 180_000;
+const MARK = 'You are now the memory extraction subagent';
+const WORKER_BIN = fileURLToPath(new URL('../apps/workers/dist/bin/engram-workers.js', import.meta.url));
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const latency = () => 200 + Math.floor(Math.random() * 300);
+
+interface Fact {
+  session: number;
+  turn: number;
+  endedAt: number;
+  seenAt?: number;
+  dir: string;
+}
+
+function spawnWorker(env: Record<string, string>): ChildProcess {
+  const child = spawn(process.execPath, [WORKER_BIN], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  return child;
+}
+
+async function main() {
+  if (!existsSync(WORKER_BIN)) throw new Error(`${WORKER_BIN} is missing: run \`npm run build\` first.`);
+  const dir = mkdtempSync(join(tmpdir(), 'engram-bench-load-'));
+  const redis = await startLocalRedis({ dir: join(dir, 'redis'), persist: false });
+  const server = await startModelServer();
+  const engramHome = join(dir, 'home');
+  const namespace = `bench-load-${Date.now().toString(36)}`;
+  const children: ChildProcess[] = [];
+  let forks = 0;
+  try {
+    server.route(
+      'parent',
+      (r) => !isExtractionRequest(r.body),
+      () => textReply('Noted.', { latencyMs: latency() }),
+      {
+        sticky: true,
+      },
+    );
+    server.route(
+      'extract',
+      (r) => isExtractionRequest(r.body),
+      (r): ScriptStep => {
+        const instruction = lastUserText(r.body);
+        if (!instruction.includes(MARK)) return textReply('Saved.', { latencyMs: latency() });
+        const fork = ++forks;
+        const memoryDir = /the memory directory `([^`]+)`/.exec(instruction)?.[1];
+        const n = Number(/most recent ~(\d+) messages/.exec(instruction)?.[1] ?? 1);
+        if (!memoryDir) throw new Error('no memory directory in the extraction instruction');
+        const covered = r.body.messages.slice(0, -1).slice(-n);
+        const facts = new Set<string>();
+        for (const m of covered) {
+          if (m.role !== 'user') continue;
+          for (const hit of JSON.stringify(m.content).matchAll(/fact (\d+)-(\d+)/g))
+            facts.add(`${hit[1]}_${hit[2]}`);
+        }
+        const writes = [...facts]
+          .filter((f) => !instruction.includes(`project_fact_${f}_`))
+          .map((f) =>
+            toolUse('Write', {
+              file_path: join(memoryDir, `project_fact_${f}_${fork}.md`),
+              content: `---\nname: Fact ${f}\ndescription: fact ${f.replace('_', '-')} of the load bench\ntype: project\n---\nfact ${f.replace('_', '-')}\n`,
+            }),
+          );
+        if (writes.length === 0) return textReply('Already saved.', { latencyMs: latency() });
+        return { ...reply(text('Saving.'), ...writes), latencyMs: latency() };
+      },
+      { sticky: true },
+    );
+
+    const env = {
+      REDIS_URL: redis.url,
+      ENGRAM_HOME: engramHome,
+      ENGRAM_NAMESPACE: namespace,
+      ENGRAM_QUEUES: 'extract,reconcile',
+      ENGRAM_WORKERS_PORT: '0',
+      ENGRAM_DASHBOARD: 'false',
+      ANTHROPIC_API_KEY: 'bench',
+      ANTHROPIC_BASE_URL: server.url,
+      ENGRAM_MODEL_MAX_RETRIES: '0',
+      LOG_LEVEL: 'warn',
+    };
+    for (let i = 0; i < W; i++) children.push(spawnWorker(env));
+    const memory = new MemoryQueue(
+      loadAgentConfig({
+        HOME: dir,
+        ENGRAM_HOME: engramHome,
+        ENGRAM_NAMESPACE: namespace,
+        REDIS_URL: redis.url,
+        LOG_LEVEL: 'silent',
+      }),
+    );
+    const raw = new Redis(redis.url);
+
+    const run = async (label: string, sessions: number, projects: number) => {
+      const roots = Array.from({ length: projects }, (_, p) => {
+        const cwd = join(dir, `${label}-repo-${p}`);
+        mkdirSync(cwd, { recursive: true });
+        return cwd;
+      });
+      const fgs: ForegroundSession[] = Array.from({ length: sessions }, (_, s) =>
+        createForeground(server, { engramHome, cwd: roots[s % projects]! }),
+      );
+      const facts: Fact[] = [];
+      const deadline = Date.now() + PHASE_DEADLINE_MS;
+      const completedBefore =
+        (await memory.producer.queue('extract').getJobCounts('completed')).completed ?? 0;
+      const eventsKey = `${namespace}:memory-extract:events`;
+      const eventsBefore = await raw.xlen(eventsKey);
+      let polling = true;
+      const poller = (async () => {
+        while (polling) {
+          const byDir = new Map<string, Fact[]>();
+          for (const f of facts) if (!f.seenAt) byDir.set(f.dir, [...(byDir.get(f.dir) ?? []), f]);
+          for (const [memoryDir, waiting] of byDir) {
+            const index = await fs.readFile(join(memoryDir, 'MEMORY.md'), 'utf8').catch(() => '');
+            const pointed = new Set(parseIndexEntries(index).map((e) => e.file));
+            const now = Date.now();
+            for (const f of waiting) {
+              const prefix = `project_fact_${f.session}_${f.turn}_`;
+              if ([...pointed].some((p) => p.startsWith(prefix))) f.seenAt = now;
+            }
+          }
+          await sleep(50);
+        }
+      })();
+      await Promise.all(
+        fgs.map(async (fg, s) => {
+          for (let t = 1; t <= TURNS; t++) {
+            if (Date.now() > deadline) return;
+            const leaf = await fg.turn(`fact ${s}-${t}: remember this about the repository`);
+            const status = await memory.afterTurn(
+              { sessionId: fg.sessionId, paths: fg.paths },
+              leaf.newEntries,
+              leaf,
+            );
+            if (status.status !== 'queued') throw new Error(`not queued: ${JSON.stringify(status)}`);
+            facts.push({ session: s, turn: t, endedAt: Date.now(), dir: fg.paths.memoryDir });
+            await sleep(500 + Math.floor(Math.random() * 1000));
+          }
+        }),
+      );
+      while (facts.some((f) => !f.seenAt) && Date.now() < deadline) await sleep(100);
+      polling = false;
+      await poller;
+      // Lost and doubled, from the files: one file per fact, exactly.
+      let lost = 0;
+      let doubled = 0;
+      for (const f of facts) {
+        const files = readdirSync(f.dir).filter((n) => n.startsWith(`project_fact_${f.session}_${f.turn}_`));
+        if (files.length === 0) lost++;
+        if (files.length > 1) doubled++;
+      }
+      const latencies = facts.filter((f) => f.seenAt).map((f) => f.seenAt! - f.endedAt);
+      const completed =
+        ((await memory.producer.queue('extract').getJobCounts('completed')).completed ?? 0) - completedBefore;
+      const events = (await raw.xlen(eventsKey)) - eventsBefore;
+      return {
+        facts: facts.length,
+        lost,
+        doubled,
+        p50: percentile(latencies, 50),
+        p95: percentile(latencies, 95),
+        max: Math.max(...latencies),
+        completed,
+        eventsPerExtraction: completed ? events / completed : Number.NaN,
+      };
+    };
+
+    const baseline = await run('alone', 1, 1);
+    const loaded = await run('load', SESSIONS, PROJECTS);
+    const ms = (v: number) => `${Math.round(v)} ms`;
+    console.log(`workers ${W}, sessions ${SESSIONS}, projects ${PROJECTS}, turns ${TURNS}, model 200–500 ms`);
+    console.log(
+      `baseline (1 session): p50 ${ms(baseline.p50)}, p95 ${ms(baseline.p95)}; ${baseline.completed} extractions, ` +
+        `${baseline.eventsPerExtraction.toFixed(1)} events each`,
+    );
+    console.log(
+      `load: ${loaded.facts} facts, ${loaded.completed} extractions; turn end → memory on disk p50 ${ms(loaded.p50)}, ` +
+        `p95 ${ms(loaded.p95)}, max ${ms(loaded.max)}; events per extraction ${loaded.eventsPerExtraction.toFixed(1)}; ` +
+        `lost ${loaded.lost}, doubled ${loaded.doubled}`,
+    );
+    console.log(
+      `ratio p95(load) / p50(baseline): ${(loaded.p95 / baseline.p50).toFixed(2)}×; ` +
+        `p95 ≤ 10 s: ${loaded.p95 <= 10_000 ? 'PASS' : 'MISS'}; events ≤ 10: ${loaded.eventsPerExtraction <= 10 ? 'PASS' : 'MISS'}; ` +
+        `0 lost / 0 doubled: ${loaded.lost === 0 && loaded.doubled === 0 ? 'PASS' : 'MISS'}`,
+    );
+    raw.disconnect();
+    await memory.close();
+  } finally {
+    for (const c of children) c.kill('SIGTERM');
+    await sleep(500);
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    await server.close();
+    await redis.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
