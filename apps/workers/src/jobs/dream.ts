@@ -335,7 +335,8 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
           const kept = assessment!;
           const after = await readDreamManifest(memoryDir);
           const survivors = after.filter((e) => !e.empty).map((e) => e.file);
-          const finalized = await finalizeConsolidation(memoryDir, kept, { survivors });
+          // Links follow merges and renames ([[old]] → [[new]]); a deleted memory's links become plain text.
+          const finalized = await finalizeConsolidation(memoryDir, kept, { survivors, before, after });
           indexLinesAfter = finalized.indexLinesAfter;
           indexOverflow = finalized.indexOverflow;
           if (finalized.indexOverflow) {

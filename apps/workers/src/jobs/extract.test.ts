@@ -146,6 +146,10 @@ describe.each(WORKER_TEST_BACKENDS)('extract end to end on %s', (_kind, backend)
       'x',
     );
     expect(memory).toMatchObject({ name: 'Use pnpm', type: 'feedback' });
+    // The worker keeps Claude Code's metadata on what the job wrote: the session that wrote it and when.
+    const written = await fs.readFile(join(fg.paths.memoryDir, 'feedback_pnpm.md'), 'utf8');
+    expect(written).toContain(`originSessionId: ${fg.extractPayload(leaf).sessionId}`);
+    expect(written).toMatch(/modified: "?\d{4}-\d{2}-\d{2}T/);
     const index = await fs.readFile(fg.paths.memoryIndexPath, 'utf8');
     expect(parseIndexEntries(index).map((e) => e.file)).toEqual(['feedback_pnpm.md']);
     // The denied Write outside the memory directory changed nothing on disk.

@@ -166,11 +166,15 @@ export function createExtractHandler(deps: ExtractDeps) {
         commit: async ({ change }) => {
           // Pointer maintenance is mechanical: guarantee it rather than trust the model did step two — for
           // every memory file this job changed, including what an earlier attempt wrote before being killed.
-          const touched = new Set([...change.created, ...change.updated, ...journal.intended]);
+          const changed = new Set([...change.created, ...change.updated]);
+          const touched = new Set([...changed, ...journal.intended]);
+          // Files this attempt changed get Claude Code's metadata (originSessionId, modified); a file only
+          // intended (a refused write, an earlier attempt's) keeps its bytes, so the receipt stays true.
+          const stamp = { originSessionId: payload.sessionId, modified: new Date().toISOString() };
           for (const rel of touched) {
             if (isIndexFile(rel)) continue;
             if (!(await journalFileExists(paths.memoryDir, rel))) continue;
-            await ensureIndexPointer(paths.memoryDir, rel);
+            await ensureIndexPointer(paths.memoryDir, rel, changed.has(rel) ? { stamp } : {});
           }
         },
         finish: async ({ receipt, fork }) => {
