@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { openTeamMemoryService } from '@engram/team-memory/server/service';
 import { serve } from '@hono/node-server';
 import { z } from 'zod';
 import type { AgentConfig } from '../config.js';
@@ -19,6 +20,11 @@ const serveEnv = z.object({
     .default(1024 * 1024),
   ENGRAM_SESSION_LEASE_TTL_MS: z.coerce.number().int().min(1_000).default(30_000),
   ENGRAM_SERVE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
+  /** PostgreSQL schema of the team memory store (tests isolate runs with it). */
+  ENGRAM_TEAM_MEMORY_SCHEMA: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/)
+    .optional(),
 });
 
 export interface ServeOptions {
@@ -42,11 +48,20 @@ export async function startServer(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<RunningServer> {
   const settings = serveEnv.parse(env);
+  // Team memory sync (docs/team-memory.md) is served next to /v1 on the same tenants and keys when its
+  // PostgreSQL store is configured: each tenant is its own organisation.
+  const team = config.teamMemoryDatabaseUrl
+    ? await openTeamMemoryService({
+        databaseUrl: config.teamMemoryDatabaseUrl,
+        ...(settings.ENGRAM_TEAM_MEMORY_SCHEMA ? { schema: settings.ENGRAM_TEAM_MEMORY_SCHEMA } : {}),
+      })
+    : undefined;
+  const routes = [...(opts.routes ?? []), ...((team?.routes ?? []) as readonly ExtraRoute[])];
   const hosted = createHostedApp({
     config,
     maxBodyBytes: settings.ENGRAM_SERVE_MAX_BODY_BYTES,
     leaseTtlMs: settings.ENGRAM_SESSION_LEASE_TTL_MS,
-    ...(opts.routes ? { routes: opts.routes } : {}),
+    ...(routes.length > 0 ? { routes } : {}),
   });
   // Connect to the queue engine before taking traffic (it holds the session leases).
   await hosted.ready();
@@ -68,6 +83,7 @@ export async function startServer(
         server.closeIdleConnections?.();
         await closed;
         await hosted.close();
+        await team?.close();
         return outcome;
       })();
       return stopping;

@@ -57,8 +57,8 @@ function env(extra: Record<string, string> = {}): Record<string, string | undefi
   };
 }
 
-async function replica(): Promise<RunningServer> {
-  const e = env();
+async function replica(extra: Record<string, string> = {}): Promise<RunningServer> {
+  const e = env(extra);
   const running = await startServer(loadAgentConfig(e), { port: 0, host: '127.0.0.1' }, e);
   servers.push(running);
   return running;
@@ -540,6 +540,32 @@ async function readSse(url: string, path: string, key: string, body: unknown) {
       return { event, data: data ? JSON.parse(data) : undefined };
     });
 }
+
+describe('engram serve: team memory on the same tenants and keys', () => {
+  it('serves the team memory contract per tenant: 401 without a key, each tenant its own store', async () => {
+    const { acme, rival } = await tenants();
+    const { url } = await replica({
+      ENGRAM_TEAM_MEMORY_DATABASE_URL: inject('postgresUrl'),
+      ENGRAM_TEAM_MEMORY_SCHEMA: `tm_${namespace.replace(/[^a-z0-9_]/gi, '_').toLowerCase()}`.slice(0, 60),
+    });
+    const q = '/api/claude_code/team_memory?repo=acme/app';
+    expect((await call(url, q)).status).toBe(401);
+    expect((await call(url, q, { key: acme.key })).status).toBe(404); // no data yet
+    const put = await call(url, q, {
+      method: 'PUT',
+      key: acme.key,
+      body: { entries: { 'testing.md': 'Run the integration tests against real Redis.\n' } },
+    });
+    expect(put.status).toBe(200);
+    const got = await call(url, q, { key: acme.key });
+    expect(got.status).toBe(200);
+    expect(got.body.content.entries).toEqual({
+      'testing.md': 'Run the integration tests against real Redis.\n',
+    });
+    // Another tenant with the same repository name sees none of it.
+    expect((await call(url, q, { key: rival.key })).status).toBe(404);
+  });
+});
 
 describe('engram serve: streaming and sessions across replicas', () => {
   it('streams a turn as Server-Sent Events to the end', async () => {
