@@ -9,7 +9,7 @@ import { DREAM_RECEIPT_TTL_MS, type DreamResult, dreamReceiptKey } from '@engram
 import { lastConsolidatedAt, tryClaimSessionScan } from '@engram/queue/state/consolidation-lock';
 import type { MemoryQueue, MemoryWorkStatus, SessionRef } from './memory-queue.js';
 
-// autoDream's gate at turn end (DESIGN §5 `dream`), cheapest check first: ≥24 h since the project's last
+// autoDream's gate at turn end (docs/design.md §5 `dream`), cheapest check first: ≥24 h since the project's last
 // consolidation (shared through the queue's store), a 10-minute scan throttle shared by every replica, ≥5 other
 // sessions touched since; then one dream per project is enqueued (deduplicated per project).
 

@@ -190,7 +190,7 @@ export class MemoryQueue {
 
   /**
    * At turn end: if the agent itself wrote memory during this turn, that range is covered — move the cursor
-   * and skip; otherwise enqueue an extraction for the new leaf (DESIGN §5 `extract`). Only this turn's entries
+   * and skip; otherwise enqueue an extraction for the new leaf (docs/design.md §5 `extract`). Only this turn's entries
    * need checking here (no cursor read on the hot path): the worker re-checks `hasMemoryWritesSince` from the
    * cursor before it forks, which covers writes from earlier turns whose own bookkeeping did not land.
    */

@@ -13,7 +13,7 @@ import type { RecallResult } from '@engram/queue/jobs/recall';
 import { capRecallQuery } from '@engram/queue/jobs/recall';
 import type { MemoryQueue, SessionRef } from './memory-queue.js';
 
-// Prefetch recall for one user turn (DESIGN §5 `recall`): enqueued at the start of the turn, never awaited;
+// Prefetch recall for one user turn (docs/design.md §5 `recall`): enqueued at the start of the turn, never awaited;
 // before each later model call the job is checked once, and a finished result is injected after the tool
 // results; if the turn ends first, the result is dropped.
 

@@ -7,7 +7,7 @@ import {
 } from '@engram/memory-core/session-memory/trigger';
 import type { MemoryQueue, MemoryWorkStatus, SessionRef } from './memory-queue.js';
 
-// The session-memory trigger (DESIGN §5 `session-memory`), decided after every model reply in the main
+// The session-memory trigger (docs/design.md §5 `session-memory`), decided after every model reply in the main
 // thread: initialise at ≥10,000 context tokens; then enqueue when growth since the last update is ≥5,000
 // tokens and (≥3 tool calls since then, or the reply had none). The worker re-gates with the same rule.
 

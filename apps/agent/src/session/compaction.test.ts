@@ -15,7 +15,7 @@ import { MemoryQueue } from '../memory/memory-queue.js';
 import { AgentSession } from './agent-session.js';
 import { mainAgentPolicy } from './permissions.js';
 
-// The foreground's side of session memory and compaction (DESIGN §5 `session-memory`, §7): when it enqueues
+// The foreground's side of session memory and compaction (docs/design.md §5 `session-memory`, §7): when it enqueues
 // note updates, how it compacts from the notes or with a model summary, reactive compaction, and resuming.
 
 const COMPACT_MARK = 'Write a detailed summary of the conversation so far';

@@ -16,7 +16,7 @@ import {
 import { loadSessionMemoryTemplate } from '@engram/memory-core/session-memory/template';
 import type { MemoryQueue, SessionRef } from '../memory/memory-queue.js';
 
-// Context compaction for the foreground (DESIGN §7): from the session-memory notes the workers keep when they
+// Context compaction for the foreground (docs/design.md §7): from the session-memory notes the workers keep when they
 // are usable (no model call), else a model-written summary; a circuit breaker after 3 failures in a row.
 
 export interface CompactorOptions {

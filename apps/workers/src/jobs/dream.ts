@@ -46,7 +46,7 @@ import { projectWriterLeaseKey } from './extract.js';
 import { pathsForJob } from './job-paths.js';
 import { assertModelReachable } from './model-preflight.js';
 
-// dream: consolidate a project's memories with a forked agent (DESIGN §5, §6; claude-code-memory.md §8).
+// dream: consolidate a project's memories with a forked agent (docs/design.md §5, §6; docs/claude-code-memory.md §8).
 //
 //   1. Gate re-check (unless forced): time since the last consolidation, then sessions touched since.
 //   2. The project's consolidation lock (queue state store, fenced; its record IS "last consolidated at"):

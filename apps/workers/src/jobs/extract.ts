@@ -24,7 +24,7 @@ import { PermanentJobError } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
 import { pathsForJob } from './job-paths.js';
 
-// extract: turn the messages since the session's cursor into memories with a forked agent (DESIGN §5, §6),
+// extract: turn the messages since the session's cursor into memories with a forked agent (docs/design.md §5, §6),
 // as configuration over the one fork pipeline (@engram/memory-work): the project's writer lease, the job's
 // journal (so a retry knows what an earlier attempt wrote), the extraction instruction, pointer maintenance.
 // Idempotent and cursor-based: the cursor moves only after a successful run, to the leaf the run covered,

@@ -17,7 +17,7 @@ import type { HandlerDeps } from '../service.js';
 import { pathsForJob } from './job-paths.js';
 
 // recall: choose up to five memories for the user's prompt with a small-model side query and read them for
-// injection (DESIGN §5). It degrades instead of failing: a slow, failing or confused selector hands the choice
+// injection (docs/design.md §5). It degrades instead of failing: a slow, failing or confused selector hands the choice
 // to the lexical ranking. The rules live in memory-core's recall/; this is the wiring.
 
 export interface RecallDeps extends HandlerDeps {

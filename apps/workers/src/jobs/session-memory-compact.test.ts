@@ -18,7 +18,7 @@ import {
   type SmSession,
 } from './session-memory.test-helpers.js';
 
-// Compaction in a session whose notes the workers keep (DESIGN §7): from the notes with no model call when
+// Compaction in a session whose notes the workers keep (docs/design.md §7): from the notes with no model call when
 // they are usable, from one model summary when not, and once (reactively) on a prompt-too-long reply.
 
 let server: ModelServer;

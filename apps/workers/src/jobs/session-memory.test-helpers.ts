@@ -36,7 +36,7 @@ import { PARENT_MODEL, PARENT_SYSTEM, USER_CONTEXT } from '../testing/foreground
 
 // A foreground for session-memory tests: real turns through the runtime's query loop against the scripted
 // model server, the transcript on disk, cache-safe params saved, and — after every model reply — the
-// session-memory trigger decided and the job enqueued exactly as DESIGN §5 says. Compaction runs through
+// session-memory trigger decided and the job enqueued exactly as docs/design.md §5 says. Compaction runs through
 // agent-runtime's maybeAutoCompact with the notes the workers keep.
 
 export const MAX_TOKENS = 8_192;

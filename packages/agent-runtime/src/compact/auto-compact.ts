@@ -9,7 +9,7 @@ import {
 import type { TailOptions } from './tail.js';
 import { MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES } from './thresholds.js';
 
-// The foreground's compaction policy (DESIGN §7; reference §7.19–21, §10.12–17). Before each model call:
+// The foreground's compaction policy (docs/design.md §7; docs/claude-code-memory.md §7.19–21, §10.12–17). Before each model call:
 // at or over the threshold, compact from the session notes when they are usable (no model call), else with
 // a model-written summary; stop trying after 3 failures in a row. On a "prompt is too long" reply: one
 // reactive compaction and one retry, then an error the user can act on.

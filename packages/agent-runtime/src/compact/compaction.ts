@@ -4,7 +4,7 @@ import { createCompactBoundary } from '../transcript/chain.js';
 import { type ChainEntry, createUserEntry, isCompactBoundary } from '../transcript/entry.js';
 import { entryTokens } from './tail.js';
 
-// What every compaction produces, whichever way the summary was obtained (DESIGN §7): a compact boundary
+// What every compaction produces, whichever way the summary was obtained (docs/design.md §7): a compact boundary
 // (a new root that remembers the old leaf), one summary message the model reads as user content, and the
 // kept tail. Appending `newEntries` to the transcript is the whole commit: rebuilding the chain from the
 // JSONL then starts at the boundary.
@@ -41,7 +41,7 @@ export interface ContinuationInput {
   recentMessagesPreserved: boolean;
 }
 
-/** The text of the summary message (reference §7.20.8, in our words). */
+/** The text of the summary message (docs/claude-code-memory.md §7.20.8, in our words). */
 export function continuationMessage(input: ContinuationInput): string {
   const parts = [
     'This session continues an earlier conversation that ran out of context. The earlier part is summarised below.',

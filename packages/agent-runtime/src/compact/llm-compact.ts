@@ -14,7 +14,7 @@ import {
 } from './compaction.js';
 import { entryTokens } from './tail.js';
 
-// Compaction by a model-written summary, the fallback when no session notes are usable (reference §10.13–14).
+// Compaction by a model-written summary, the fallback when no session notes are usable (docs/claude-code-memory.md §10.13–14).
 // The request repeats the session's model, system prompt and tools and renders the conversation with the
 // shared renderer, so it reads the session's prompt cache; one instruction is appended. If that request is
 // itself too long, the oldest API rounds are dropped and it is retried, up to 3 times.

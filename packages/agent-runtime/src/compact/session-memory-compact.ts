@@ -8,7 +8,7 @@ import {
 } from './compaction.js';
 import { selectTailToKeep, type TailOptions } from './tail.js';
 
-// Compaction from the session's rolling notes (reference §7.20): no model call at all. The notes cover the
+// Compaction from the session's rolling notes (docs/claude-code-memory.md §7.20): no model call at all. The notes cover the
 // conversation up to `lastSummarizedUuid`; everything after it is kept verbatim (widened to a workable
 // tail), and the notes become the summary message.
 

@@ -2,7 +2,7 @@ import { estimateMessagesTokens } from '../model/tokens.js';
 import type { ApiMessage } from '../model/types.js';
 import { isCompactBoundary, isModelVisible, type TranscriptEntry } from '../transcript/entry.js';
 
-// Which recent messages survive a session-memory compaction verbatim (reference §7.20.4–5): everything the
+// Which recent messages survive a session-memory compaction verbatim (docs/claude-code-memory.md §7.20.4–5): everything the
 // summary has not covered yet, widened backwards until the tail is big enough to work from (≥10k tokens and
 // ≥5 messages with text) or hits the 40k cap — never reaching behind the last compact boundary, and never
 // separating a tool_result from the tool_use it answers (nor from sibling fragments of the same reply).

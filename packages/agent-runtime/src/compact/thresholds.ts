@@ -1,4 +1,4 @@
-// When the context is full enough to compact (DESIGN §7; reference §10.9–10.12). All figures are tokens of
+// When the context is full enough to compact (docs/design.md §7; docs/claude-code-memory.md §10.9–10.12). All figures are tokens of
 // context as `tokenCountWithEstimation` measures it.
 
 /** Output reserved for a compaction summary (the reference's p99.99 summary was 17,387 tokens). */

@@ -2,7 +2,7 @@ import { MAX_ENTRYPOINT_CHARS, MAX_ENTRYPOINT_LINES, MAX_INDEX_LINE_CHARS } from
 import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
 
 // The instruction for the consolidation ("dream") fork: our own wording of the reference's four phases
-// (claude-code-memory.md §8.17–21) — orient, gather recent signal, consolidate, prune and re-index — plus the
+// (docs/claude-code-memory.md §8.17–21) — orient, gather recent signal, consolidate, prune and re-index — plus the
 // things Engram adds: how to delete a memory when the tools cannot remove files (empty it; the worker deletes
 // emptied files after the safety check), a `merged_from` hint that tells the safety check where an absorbed
 // file's content went, and the guardrails the run is judged by. A snapshot test pins the full text.

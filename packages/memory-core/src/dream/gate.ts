@@ -1,4 +1,4 @@
-// The autoDream gate (claude-code-memory.md §8.3–4): cheapest check first, so a turn whose project was
+// The autoDream gate (docs/claude-code-memory.md §8.3–4): cheapest check first, so a turn whose project was
 // consolidated recently pays for one timestamp read and nothing else.
 //   1. time     — at least `minHours` since the project's last consolidation;
 //   2. throttle — at most one session scan per project every SESSION_SCAN_INTERVAL_MS (shared across replicas

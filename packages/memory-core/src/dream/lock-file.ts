@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 
-// `<memoryDir>/.consolidate-lock`, as Claude Code keeps it (claude-code-memory.md §8.5–8): its body is the
+// `<memoryDir>/.consolidate-lock`, as Claude Code keeps it (docs/claude-code-memory.md §8.5–8): its body is the
 // holder's PID and its mtime IS "last consolidated at". Engram's real lock lives in the queue's state store
 // (it must work across machines); this file is stamped alongside it so that a Claude Code user sharing the
 // memory directory sees the same "last consolidated" time, and rolled back the same way on failure.

@@ -7,7 +7,7 @@ import type { DreamManifest, DreamManifestEntry } from './manifest.js';
 // The consolidation safety net's judgement (pure): compare the memory directory before and after a dream and
 // decide whether to keep the result. A run is refused when
 //   - memories exist but MEMORY.md is empty, has no parseable pointer line, or points at no existing memory
-//     (the "empty reflection wiped memory" failure: peers.md §4) — unless the index was already empty before
+//     (the "empty reflection wiped memory" failure: docs/peer-research.md §4) — unless the index was already empty before
 //     the run, in which case there was nothing to lose and the worker rebuilds the pointers;
 //   - it deleted more than `maxDeletedShare` of the memories without their content landing elsewhere.
 //

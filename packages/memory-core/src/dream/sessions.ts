@@ -1,7 +1,7 @@
 import { type Dir, promises as fs } from 'node:fs';
 import { join } from 'node:path';
 
-// The session gate's input (claude-code-memory.md §8.4.3): sessions of this launch directory whose transcript
+// The session gate's input (docs/claude-code-memory.md §8.4.3): sessions of this launch directory whose transcript
 // changed since the last consolidation. A transcript is `<sessionId>.jsonl` directly in the per-cwd transcript
 // directory; agent sidechains (`agent-*.jsonl`) are not sessions. mtime, not birthtime: birthtime is 0 on ext4.
 

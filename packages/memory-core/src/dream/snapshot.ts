@@ -5,7 +5,7 @@ import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { isStrictlyWithin, realpathDeepestExisting } from '../paths/containment.js';
 import { listMarkdownFiles } from './walk.js';
 
-// The consolidation safety net's copy (DESIGN §5 dream; issue 9 §4): before a dream writes, every Markdown
+// The consolidation safety net's copy (docs/design.md §5 dream; issue 9 §4): before a dream writes, every Markdown
 // file of the memory directory (memories, MEMORY.md, team/, logs/…) is copied with its mtime under
 // `memory/.history/<id>/`, so a bad run — or any later regret — can be undone with restoreSnapshot.
 //

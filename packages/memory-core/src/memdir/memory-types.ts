@@ -1,4 +1,4 @@
-// The closed taxonomy of memories (DESIGN §4). A file with a missing or unknown type still loads, with its
+// The closed taxonomy of memories (docs/design.md §4). A file with a missing or unknown type still loads, with its
 // type undefined, so memories written by older or other tools keep working.
 
 export const MEMORY_TYPES = ['user', 'feedback', 'project', 'reference'] as const;

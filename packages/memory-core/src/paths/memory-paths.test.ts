@@ -92,7 +92,7 @@ describe('resolveEngramPaths', () => {
   });
   afterAll(() => cleanup());
 
-  it('keys memory by the git root and transcripts by the launch directory (DESIGN §3)', async () => {
+  it('keys memory by the git root and transcripts by the launch directory (docs/design.md §3)', async () => {
     const home = join(dir, 'home', '.engram');
     const cwd = join(repo, 'packages', 'api');
     const paths = await resolveEngramPaths({ engramHome: home, cwd });

@@ -4,7 +4,7 @@ import { isSessionId, SESSION_ID_RULE } from '@engram/config/session-id';
 import { findProjectRoot } from './git-root.js';
 import { sanitizePath } from './sanitize.js';
 
-// Where everything lives under ENGRAM_HOME (DESIGN §3). Memory is keyed by the project root (canonical git
+// Where everything lives under ENGRAM_HOME (docs/design.md §3). Memory is keyed by the project root (canonical git
 // root), transcripts and session memory by the launch directory, exactly as Claude Code lays them out.
 
 export const PROJECTS_DIRNAME = 'projects';

@@ -4,7 +4,7 @@ import { resolveInside } from '../paths/containment.js';
 import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '../paths/memory-paths.js';
 import { scanForSecrets } from '../security/secret-scanner.js';
 
-// Tool permissions for forked memory agents (DESIGN §6). Forks keep the parent's full tool list so their
+// Tool permissions for forked memory agents (docs/design.md §6). Forks keep the parent's full tool list so their
 // requests share its prompt cache; what they may actually do is decided here, per call. Denials carry a
 // message the model can act on, and never echo a host path other than the memory directory itself.
 

@@ -3,7 +3,7 @@ import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
 
 // The memory section of the system prompt: what memory is for, the four types, what never to save, how to
 // save (file + index pointer), when to read it, and how far to trust it. Our own wording of the reference
-// content (claude-code-memory.md §2.14–§2.24, §3). The sections are exported because the extraction prompt
+// content (docs/claude-code-memory.md §2.14–§2.24, §3). The sections are exported because the extraction prompt
 // repeats some of them; snapshot tests pin the full text, so any change here is a deliberate diff.
 
 export interface MemoryPromptOptions {

@@ -1,7 +1,7 @@
 import type { MemoryHeader } from '../memdir/scan.js';
 import { topicalTerms } from '../text/tokenize.js';
 
-// The recall fallback when the selector model times out, errors or answers nonsense (DESIGN §5): a
+// The recall fallback when the selector model times out, errors or answers nonsense (docs/design.md §5): a
 // deterministic BM25 ranking of the memory headers against the query. It sees only what the model would
 // have seen — name, description, type and the filename's words — never file bodies.
 //

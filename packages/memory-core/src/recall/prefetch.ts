@@ -4,7 +4,7 @@ import type { RecalledMemory } from './read-for-surfacing.js';
 import { normalizeMemoryRelPath } from './select.js';
 import { MAX_SELECTED_MEMORIES } from './selection-prompt.js';
 
-// The foreground's side of recall, as pure functions over transcript-shaped entries (reference §5 "When the
+// The foreground's side of recall, as pure functions over transcript-shaped entries (docs/claude-code-memory.md §5 "When the
 // prefetch runs" and "Reading and injecting"). Everything is derived from the messages of the live context,
 // so compaction (which starts a new context at its boundary) resets the budget and the surfaced set.
 //

@@ -4,7 +4,7 @@ import { recalledMemoryHeader } from '../memdir/freshness.js';
 import { type ContainmentFs, resolveInside } from '../paths/containment.js';
 import { normalizeMemoryRelPath } from './select.js';
 
-// Reading the chosen memories for injection (reference §5 "Reading and injecting"): the head of each file,
+// Reading the chosen memories for injection (docs/claude-code-memory.md §5 "Reading and injecting"): the head of each file,
 // capped by lines and bytes, with a note pointing at the full file when cut, and a header computed once so the
 // injected bytes never change between turns (the prompt cache depends on it). The only I/O in recall/.
 

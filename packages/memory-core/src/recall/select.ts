@@ -15,7 +15,7 @@ import { findSupersessions, resolveMemoryLink, type Supersession } from './super
 // supersedes (recall/supersession.ts), ask the selector model, keep only names it was shown, then let the
 // picks' `[[links]]` fill the remaining slots, at most five in all. The model is reached through an
 // injected function; when it is slow, fails or answers nonsense, the lexical ranking decides instead, so a
-// recall degrades rather than fails (DESIGN §5).
+// recall degrades rather than fails (docs/design.md §5).
 
 /** The selector must answer within this, or the lexical fallback decides (the turn is moving on). */
 export const DEFAULT_SELECTOR_TIMEOUT_MS = 2_000;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-// The recall selector's prompt and output contract (DESIGN §5 recall row; reference §5 "Selection"). A small
+// The recall selector's prompt and output contract (docs/design.md §5 recall row; docs/claude-code-memory.md §5 "Selection"). A small
 // model reads the user's query and the memory manifest and names the few files that will clearly help.
 
 /** Most memories one recall may surface: 5 files × 4 KiB keeps one injection near 20 KiB. */

@@ -1,7 +1,7 @@
 import { MAX_SECTION_TOKENS } from './prompt.js';
 import { splitSections } from './template.js';
 
-// The summary as it goes into a compacted context (reference §7.20.8): each section is cut to
+// The summary as it goes into a compacted context (docs/claude-code-memory.md §7.20.8): each section is cut to
 // 2,000 tokens × 4 = 8,000 characters at a line boundary, with a marker, so one runaway section cannot
 // crowd out the conversation tail. The caller adds a pointer to the full file when anything was cut.
 

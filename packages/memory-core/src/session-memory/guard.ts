@@ -1,6 +1,6 @@
 import { isTemplateOnly, sectionHeaders } from './template.js';
 
-// What a session-memory fork may not commit (DESIGN §5): a summary that is empty, that went back to the bare
+// What a session-memory fork may not commit (docs/design.md §5): a summary that is empty, that went back to the bare
 // template while real notes existed, or that lost a section header. The worker restores the old file and
 // fails the job with the reason instead.
 

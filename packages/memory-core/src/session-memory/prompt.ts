@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import { SessionMemoryConfigError, splitSections } from './template.js';
 
-// The instruction a session-memory fork receives (reference §7.13–7.15, in our words): update the notes
+// The instruction a session-memory fork receives (docs/claude-code-memory.md §7.13–7.15, in our words): update the notes
 // file with Edit only, keep its shape, be dense and specific, and stay inside the size budget. The current
 // notes travel inside the prompt, so the fork needs no Read (its policy allows none).
 

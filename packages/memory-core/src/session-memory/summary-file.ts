@@ -4,7 +4,7 @@ import { createExclusive, writeFileAtomic } from '@engram/fs-atomic/atomic-write
 import { truncateSessionMemoryForCompact } from './compact-summary.js';
 import { isTemplateOnly } from './template.js';
 
-// The notes file on disk: `<transcriptDir>/<sessionId>/session-memory/summary.md` (DESIGN §3), created from
+// The notes file on disk: `<transcriptDir>/<sessionId>/session-memory/summary.md` (docs/design.md §3), created from
 // the template exactly once (exclusive create, 0600, in a 0700 directory), and read for compaction.
 
 /** Where a custom template and prompt live: `$ENGRAM_HOME/session-memory/config/{template,prompt}.md`. */
@@ -55,7 +55,7 @@ export interface SessionMemoryForCompact {
 
 /**
  * The notes ready for a compaction summary, or undefined when there is nothing usable: no file yet, or
- * still the bare template (reference §7.20.2).
+ * still the bare template (docs/claude-code-memory.md §7.20.2).
  */
 export async function readSessionMemoryForCompact(
   summaryPath: string,

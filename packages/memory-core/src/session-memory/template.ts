@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 
-// The structure of a session's rolling notes (`summary.md`, DESIGN §5; reference §7.12): ten `# Header`
+// The structure of a session's rolling notes (`summary.md`, docs/design.md §5; docs/claude-code-memory.md §7.12): ten `# Header`
 // sections, each followed by one italic line saying what belongs there. The fork edits only the text under
 // those lines; the headers are how the guard recognises a summary that kept its shape.
 
@@ -72,7 +72,7 @@ export async function loadSessionMemoryTemplate(customPath?: string): Promise<st
   return text;
 }
 
-/** True when `content` is the untouched template: nothing has been summarised yet (reference §7.16). */
+/** True when `content` is the untouched template: nothing has been summarised yet (docs/claude-code-memory.md §7.16). */
 export function isTemplateOnly(content: string, template: string): boolean {
   return content.trim() === template.trim();
 }

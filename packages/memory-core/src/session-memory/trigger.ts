@@ -1,4 +1,4 @@
-// When the session's rolling summary is due for an update (DESIGN §5 `session-memory`; reference §7.5–7.7).
+// When the session's rolling summary is due for an update (docs/design.md §5 `session-memory`; docs/claude-code-memory.md §7.5–7.7).
 // Evaluated by the foreground after every model reply in the main thread, and again by the worker before it
 // spends a fork, on the same plain inputs.
 

@@ -1,7 +1,7 @@
 import { sessionIdSchema } from '@engram/config/session-id';
 import { z } from 'zod';
 
-// Shared pieces of job payloads. Payloads carry references, never conversation contents (DESIGN §1), so
+// Shared pieces of job payloads. Payloads carry references, never conversation contents (docs/design.md §1), so
 // every worker resolves files under its own ENGRAM_HOME from these names.
 
 /** A directory name produced by memory-core's sanitizePath: only [A-Za-z0-9-], so it can never escape. */
@@ -44,7 +44,7 @@ export const projectRef = z.object({
   transcriptDir: sanitizedDirName,
 });
 
-/** Largest payload we accept for any job except recall (DESIGN §1: payloads stay under 4 KiB). */
+/** Largest payload we accept for any job except recall (docs/design.md §1: payloads stay under 4 KiB). */
 export const MAX_PAYLOAD_BYTES = 4 * 1024;
 
 export function payloadBytes(value: unknown): number {

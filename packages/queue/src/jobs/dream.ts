@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { entryUuid, forkUsage, projectRef, sessionId } from './common.js';
 
-// dream: consolidate a project's memories; one per project at a time (DESIGN §5).
+// dream: consolidate a project's memories; one per project at a time (docs/design.md §5).
 
 export const dreamPayload = projectRef
   .extend({

@@ -3,7 +3,7 @@ import { SessionState } from '../state/session-state.js';
 import type { StateStore } from '../state/state-store.js';
 import { forkUsage, leafRef, projectRef, sessionId } from './common.js';
 
-// extract: after a turn ends, distil memories from the messages since the session's cursor (DESIGN §5).
+// extract: after a turn ends, distil memories from the messages since the session's cursor (docs/design.md §5).
 
 export const extractPayload = projectRef.extend(leafRef.shape).extend({
   sessionId,

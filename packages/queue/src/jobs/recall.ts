@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { projectRef, sessionId } from './common.js';
 
-// recall: pick up to five relevant memories for the user's prompt with a small-model side query (DESIGN §5).
+// recall: pick up to five relevant memories for the user's prompt with a small-model side query (docs/design.md §5).
 
 /** The prompt is the one payload field that carries text; it is capped to a bounded head and tail. */
 export const RECALL_QUERY_HEAD_CHARS = 2_000;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { forkUsage, leafRef, projectRef, sessionId } from './common.js';
 
-// session-memory: keep the session's rolling summary.md current, serially per session (DESIGN §5, §7).
+// session-memory: keep the session's rolling summary.md current, serially per session (docs/design.md §5, §7).
 
 /** Trigger thresholds the foreground decided with, so the worker re-gates by the same rule. */
 export const sessionMemoryThresholds = z

@@ -1,7 +1,7 @@
 import { EngramError } from '@engram/errors/engram-error';
 import type { StateStore } from './state-store.js';
 
-// The per-project consolidation lock (DESIGN §5 dream; claude-code-memory.md §8.5–9), rebuilt for many
+// The per-project consolidation lock (docs/design.md §5 dream; docs/claude-code-memory.md §8.5–9), rebuilt for many
 // machines on the StateStore primitives only, so it holds on every engine (Redis, PostgreSQL):
 //
 // - a lease `consolidation:<projectDir>` with a fencing token: one holder at a time; a holder that stops

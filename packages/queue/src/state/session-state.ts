@@ -1,6 +1,6 @@
 import type { StateStore } from './state-store.js';
 
-// Per-session coordination state shared by every agent replica and worker (DESIGN §5): the extraction cursor,
+// Per-session coordination state shared by every agent replica and worker (docs/design.md §5): the extraction cursor,
 // the newest extraction request, and the session-memory markers the compactor reads.
 
 /**
