@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { type Dirent, promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
 import { drainOutbox, readSessionRecord } from '@engram/memory-core/extraction/session-record';
@@ -7,6 +7,7 @@ import type { PayloadOf } from '@engram/queue/catalog';
 import type { ReconcilePayload, ReconcileResult } from '@engram/queue/jobs/reconcile';
 import { SessionState } from '@engram/queue/state/session-state';
 import type { HandlerContext } from '@engram/queue/worker';
+import { TENANT_ID_PATTERN, tenantHomeDir, tenantsRoot } from '@engram/tenants/tenant-store';
 import type { HandlerDeps } from '../service.js';
 
 // reconcile: one sweep over ENGRAM_HOME's sessions (those with a memory record, i.e. that asked for memory
@@ -50,8 +51,32 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       skipped: 0,
     };
     const now = Date.now();
-    const candidates = await listSessionDirs(join(config.engramHome, PROJECTS_DIRNAME), now);
-    for (const { sessionDir, transcriptDir, sessionId, transcriptPath, size, mtimeMs } of candidates) {
+    // The operator's home and every hosted tenant's own area (packages/tenants): a tenant's lost enqueue
+    // converges like anyone's, and its extraction is enqueued with its tenant so it resolves in its area.
+    const homes: Array<{ home: string; tenant?: string }> = [{ home: config.engramHome }];
+    const tenantDirs = await fs
+      .readdir(tenantsRoot(config.engramHome), { withFileTypes: true })
+      .catch(() => [] as Dirent[]);
+    for (const d of tenantDirs) {
+      if (d.isDirectory() && TENANT_ID_PATTERN.test(d.name)) {
+        homes.push({ home: tenantHomeDir(config.engramHome, d.name), tenant: d.name });
+      }
+    }
+    const candidates: Array<Candidate & { tenant?: string }> = [];
+    for (const { home, tenant } of homes) {
+      for (const c of await listSessionDirs(join(home, PROJECTS_DIRNAME), now)) {
+        candidates.push(tenant ? { ...c, tenant } : c);
+      }
+    }
+    for (const {
+      sessionDir,
+      transcriptDir,
+      sessionId,
+      transcriptPath,
+      size,
+      mtimeMs,
+      tenant,
+    } of candidates) {
       if (ctx.signal.aborted) break;
       const record = await readSessionRecord(sessionDir);
       if (!record || record.sessionId !== sessionId || record.transcriptDir !== transcriptDir) continue;
@@ -66,7 +91,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         result.skipped++;
         continue;
       }
-      const markKey = `reconcile-seen:${transcriptDir}:${sessionId}`;
+      const markKey = `reconcile-seen:${tenant ?? ''}:${transcriptDir}:${sessionId}`;
       const mark = await engine.state.getJson<SeenMark>(markKey);
       const same = mark && mark.size === size && mark.mtimeMs === mtimeMs;
       if (same && (mark.covered || mark.tries >= MAX_TRIES)) {
@@ -99,6 +124,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
           leafUuid: leaf.uuid,
           leafSeq,
           requestedAt: new Date(now).toISOString(),
+          ...(tenant ? { tenant } : {}),
         });
         result.extractsEnqueued++;
         await setMark({ size, mtimeMs, covered: false, tries: same ? mark.tries + 1 : 1 });
