@@ -6,6 +6,7 @@ import { extractQueueConfig } from '@engram/queue/queues/extract.config';
 import { Closer } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { textReply } from '@engram/testkit/replies';
+import { waitUntil } from '@engram/testkit/wait';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createForeground, isExtractionRequest } from './testing/foreground.test-helpers.js';
 import { startTestWorkerService } from './testing/service.test-helpers.js';
@@ -83,8 +84,13 @@ describe('worker concurrency for LLM-bound jobs', () => {
     }
     expect(peak).toBeGreaterThanOrEqual(100);
     expect(stalled).toEqual([]);
+    // The queue's completion event can reach the test before the worker's own counter moves.
+    const completedLine = `engram_jobs_total{queue="extract",outcome="completed"} ${SESSIONS}`;
+    await waitUntil(
+      async () => (await service.metrics.registry.metrics()).includes(completedLine),
+      'every extraction counted as completed',
+    );
     const metrics = await service.metrics.registry.metrics();
-    expect(metrics).toContain(`engram_jobs_total{queue="extract",outcome="completed"} ${SESSIONS}`);
     expect(metrics).not.toMatch(/engram_job_lock_lost_total\{[^}]*\} [1-9]/);
   });
 });

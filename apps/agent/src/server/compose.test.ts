@@ -51,7 +51,7 @@ function renderCompose(env: Record<string, string | undefined>) {
 describe('docker-compose.yml', () => {
   it('renders with only ANTHROPIC_API_KEY set: no empty URL or variable, guarded ports, Redis unpublished', () => {
     const { services } = renderCompose({ ANTHROPIC_API_KEY: 'sk-test' });
-    expect(Object.keys(services).sort()).toEqual(['agent', 'init', 'redis', 'workers']);
+    expect(Object.keys(services).sort()).toEqual(['agent', 'init', 'postgres', 'redis', 'workers']);
     for (const [name, service] of Object.entries(services)) {
       for (const [key, value] of Object.entries(service.environment ?? {})) {
         expect(String(value), `${name}.${key}`).not.toBe('');

@@ -478,7 +478,8 @@ describe('engram serve: authentication and tenant isolation', () => {
     const paths = await resolveEngramPaths({ engramHome: acme.tenant.home, cwd: acme.tenant.workspace });
     const memoryFile = join(paths.memoryDir, 'project_deploys.md');
     for (let i = 0; i < 200 && !existsSync(memoryFile); i++) await new Promise((r) => setTimeout(r, 50));
-    expect(readFileSync(memoryFile, 'utf8')).toBe(MEMORY);
+    // The fork's text, plus the metadata the worker stamps on what the job wrote.
+    expect(readFileSync(memoryFile, 'utf8').replace(/metadata:\n(?: {2}.*\n)+/, '')).toBe(MEMORY);
     expect(existsSync(join(engramHome, 'projects'))).toBe(false);
     expect(readdirSync(rival.tenant.home)).toEqual([]);
     const memories = await call(url, `/v1/memory?cwd=${encodeURIComponent(acme.tenant.workspace)}`, {

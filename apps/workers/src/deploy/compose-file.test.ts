@@ -6,7 +6,8 @@ import { parse } from 'yaml';
 // No container engine runs on CI machines, so the compose file is checked by reading it.
 
 const root = fileURLToPath(new URL('../../../../', import.meta.url));
-const compose = parse(readFileSync(`${root}docker-compose.yml`, 'utf8')) as {
+// `merge: true` resolves the shared environment's `<<: *engram-env` merge keys as compose does.
+const compose = parse(readFileSync(`${root}docker-compose.yml`, 'utf8'), { merge: true }) as {
   services: Record<string, Record<string, unknown>>;
   volumes: Record<string, unknown>;
 };
