@@ -466,9 +466,13 @@ export class AgentSession {
 
 export function describeReceipts(receipts: readonly ExtractReceipt[]): string {
   const memories = receipts.flatMap((r) => r.memories);
-  if (memories.length === 0) return 'No new memories saved.';
+  // A receipt names at most 20 files; `more` counts the rest, so the total stays true.
+  const more = receipts.reduce((n, r) => n + (r.more ?? 0), 0);
+  if (memories.length === 0 && more === 0) return 'No new memories saved.';
   const names = [...new Set(memories.map((m) => m.path))];
-  return `Saved ${names.length} ${names.length === 1 ? 'memory' : 'memories'}: ${names.join(', ')}`;
+  const total = names.length + more;
+  const listed = more > 0 ? `${names.join(', ')} and ${more} more` : names.join(', ');
+  return `Saved ${total} ${total === 1 ? 'memory' : 'memories'}: ${listed}`;
 }
 
 function finalText(entries: readonly ChainEntry[]): string {
