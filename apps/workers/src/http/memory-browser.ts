@@ -13,6 +13,7 @@ import {
   MAX_ENTRYPOINT_LINES,
   parseIndexEntries,
 } from '@engram/memory-core/memdir/index-file';
+import { parseMemoryLinks } from '@engram/memory-core/memdir/links';
 import { listMemories } from '@engram/memory-core/memdir/memory-files';
 import { engramPathsFromDirNames, PROJECTS_DIRNAME } from '@engram/memory-core/paths/memory-paths';
 import { Hono } from 'hono';
@@ -70,28 +71,6 @@ export function escapeHtml(value: unknown): string {
     .replace(/>/g, '&gt;')
     .replace(/"/g, '&quot;')
     .replace(/'/g, '&#39;');
-}
-
-/**
- * `[[slug]]` and `[[slug|alias]]` links of a memory body, distinct, in order, outside fenced code and inline code.
- * (memory-core's memdir/links.ts is the shared parser once it is in the tree; until then this local one.)
- */
-export function parseLinks(markdown: string): string[] {
-  const out: string[] = [];
-  let fenced = false;
-  for (const line of markdown.split('\n')) {
-    if (/^\s*(```|~~~)/.test(line)) {
-      fenced = !fenced;
-      continue;
-    }
-    if (fenced) continue;
-    const prose = line.replace(/`[^`]*`/g, '');
-    for (const m of prose.matchAll(/\[\[([^\]|\n]+)(?:\|[^\]\n]*)?\]\]/g)) {
-      const slug = m[1]!.trim();
-      if (slug && !out.includes(slug)) out.push(slug);
-    }
-  }
-  return out;
 }
 
 function page(title: string, body: string): string {
@@ -308,7 +287,7 @@ export function createMemoryBrowser(deps: MemoryBrowserDeps): Hono {
     const memoryRows: string[] = [];
     for (const m of memories) {
       const body = await fs.readFile(m.path, 'utf8').catch(() => '');
-      const links = parseLinks(body);
+      const links = parseMemoryLinks(body);
       const indexed = entries.some((e) => e.file === m.file);
       memoryRows.push(
         `<tr class="memory" data-file="${escapeHtml(m.file)}"><td class="type">${escapeHtml(m.type ?? '—')}</td><td>${escapeHtml(m.file)}${indexed ? '' : ' <span class="warn">(not in MEMORY.md)</span>'}</td><td>${escapeHtml(m.name ?? '')}</td><td>${escapeHtml(m.description ?? '')}</td><td>${escapeHtml(m.age)}</td><td>${links.map((l) => `<code>[[${escapeHtml(l)}]]</code>`).join(' ')}</td></tr>`,

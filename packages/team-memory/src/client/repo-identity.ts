@@ -61,7 +61,16 @@ export function readOriginUrl(dir: string, timeoutMs = 2_000): Promise<string | 
     execFile(
       'git',
       ['-C', dir, 'config', '--get', 'remote.origin.url'],
-      { timeout: timeoutMs, windowsHide: true, env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } },
+      {
+        timeout: timeoutMs,
+        windowsHide: true,
+        // Only what git needs to find its config: no credentials of this process reach the child.
+        env: {
+          PATH: process.env.PATH ?? '/usr/bin:/bin',
+          HOME: process.env.HOME ?? '/',
+          GIT_TERMINAL_PROMPT: '0',
+        },
+      },
       (error, stdout) => resolve(error ? undefined : stdout.trim() || undefined),
     );
   });
