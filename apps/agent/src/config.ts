@@ -29,16 +29,13 @@ const envSchema = sharedEnvSchema.extend({
   ENGRAM_DRAIN_TIMEOUT_MS: nonNegativeInt.default(60_000),
   ENGRAM_ENQUEUE_TIMEOUT_MS: positiveInt.default(2_000),
   ENGRAM_MANAGED_CLAUDE_MD: z.string().default('/etc/claude-code/CLAUDE.md'),
-  ENGRAM_CLEANUP_PERIOD_DAYS: nonNegativeInt.default(30),
   ENGRAM_DREAM_MIN_HOURS: z.coerce.number().positive().default(24),
   ENGRAM_DREAM_MIN_SESSIONS: positiveInt.default(5),
   ENGRAM_DREAM_SCAN_INTERVAL_MS: positiveInt.default(10 * 60_000),
-  ENGRAM_TEAM_SYNC_URL: z.url().optional(),
   ENGRAM_TEAM_MEMORY_DATABASE_URL: z
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
     .optional(),
-  ENGRAM_TEAM_SYNC_KEY: z.string().min(1).optional(),
   ENGRAM_TEAM_SYNC_WAIT_MS: z.coerce.number().int().min(0).default(3_000),
   ENGRAM_TEAM_SYNC_DEBOUNCE_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('warn'),

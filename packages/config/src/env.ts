@@ -43,6 +43,11 @@ export const sharedEnvSchema = z.object({
     .regex(/^[A-Za-z0-9:_-]{1,64}$/, 'must be 1–64 characters of [A-Za-z0-9:_-]')
     .default('engram'),
   ENGRAM_DISABLE_MEMORY: boolFlag.default(false),
+  /** Transcript retention on the agents; per-session queue state lives as long on the workers. */
+  ENGRAM_CLEANUP_PERIOD_DAYS: nonNegativeInt.default(30),
+  /** Team memory sync: the service and this deployment's key (agents for `engram team`, workers for jobs). */
+  ENGRAM_TEAM_SYNC_URL: z.url().optional(),
+  ENGRAM_TEAM_SYNC_KEY: z.string().min(1).optional(),
 });
 
 export function describeIssues(error: z.ZodError): string {
