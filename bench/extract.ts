@@ -28,16 +28,16 @@ import { extractQueueConfig } from '@engram/queue/queues/extract.config';
 import type { HandlerContext } from '@engram/queue/worker';
 import { startModelServer } from '@engram/testkit/model-server';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
-import { loadWorkersConfig } from '@engram/workers/config';
-import { createHandlers } from '@engram/workers/handlers';
-import { createLogger } from '@engram/workers/logger';
-import { createWorkerMetrics } from '@engram/workers/metrics';
-import { startWorkerService } from '@engram/workers/service';
+import { loadWorkersConfig } from '@engram/worker-service/config';
+import { createHandlers } from '@engram/worker-service/handlers';
+import { createLogger } from '@engram/worker-service/logger';
+import { createWorkerMetrics } from '@engram/worker-service/metrics';
+import { startWorkerService } from '@engram/worker-service/service';
 import {
   createForeground,
   type ForegroundSession,
   lastUserText,
-} from '@engram/workers/testing/foreground.test-helpers';
+} from '@engram/worker-service/testing/foreground.test-helpers';
 import type { Job } from 'bullmq';
 import { median } from './lib/stats.js';
 

@@ -29,7 +29,7 @@ import {
   type ForegroundSession,
   isExtractionRequest,
   lastUserText,
-} from '@engram/workers/testing/foreground.test-helpers';
+} from '@engram/worker-service/testing/foreground.test-helpers';
 import { Redis } from 'ioredis';
 import { percentile } from './lib/stats.js';
 

@@ -31,8 +31,8 @@ import { findSupersessions } from '@engram/memory-core/recall/supersession';
 import { topicalTerms } from '@engram/memory-core/text/tokenize';
 import { startModelServer } from '@engram/testkit/model-server';
 import { jsonReply } from '@engram/testkit/replies';
-import { loadWorkersConfig } from '@engram/workers/config';
-import { createRecallModelClient, modelSelector } from '@engram/workers/jobs/recall';
+import { loadWorkersConfig } from '@engram/worker-service/config';
+import { createRecallModelClient, modelSelector } from '@engram/worker-service/jobs/recall';
 import { buildRecallEval, type EvalQuery, type RecallEval } from './lib/recall-eval.js';
 
 const seedArg = process.argv.indexOf('--seed');

@@ -21,7 +21,7 @@ import { startLocalRedis } from '@engram/queue/local-redis';
 import { TenantStore } from '@engram/tenants/tenant-store';
 import { type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
-import { createForeground } from '@engram/workers/testing/foreground.test-helpers';
+import { createForeground } from '@engram/worker-service/testing/foreground.test-helpers';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { percentile } from './lib/stats.js';

@@ -4,8 +4,8 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
-import type { WorkerService } from '@engram/workers/service';
-import { startTestWorkerService } from '@engram/workers/testing/service.test-helpers';
+import type { WorkerService } from '@engram/worker-service/service';
+import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { assertBuilt, ENGRAM_BIN, engram } from './cli.test-helpers.js';
 

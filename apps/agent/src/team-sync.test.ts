@@ -18,7 +18,7 @@ import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { reply, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
-import { startTestWorkerService } from '@engram/workers/testing/service.test-helpers';
+import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { runCommand } from './commands/run.js';
 import { teamPull, teamPush, teamStatus } from './commands/team.js';

@@ -1,7 +1,7 @@
-import { loadWorkersConfig, type WorkersConfig } from '@engram/workers/config';
-import { createHandlers } from '@engram/workers/handlers';
-import { createLogger } from '@engram/workers/logger';
-import { startWorkerService, type WorkerService } from '@engram/workers/service';
+import { loadWorkersConfig, type WorkersConfig } from '@engram/worker-service/config';
+import { createHandlers } from '@engram/worker-service/handlers';
+import { createLogger } from '@engram/worker-service/logger';
+import { startWorkerService, type WorkerService } from '@engram/worker-service/service';
 import { EXIT, type Output } from './output.js';
 
 // `engram workers`: the worker service in this process, until Ctrl-C / SIGTERM.

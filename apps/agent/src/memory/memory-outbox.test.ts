@@ -13,8 +13,8 @@ import {
   type ForegroundSession,
   isExtractionRequest,
   lastUserText,
-} from '@engram/workers/testing/foreground.test-helpers';
-import { startTestWorkerService } from '@engram/workers/testing/service.test-helpers';
+} from '@engram/worker-service/testing/foreground.test-helpers';
+import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadAgentConfig } from '../config.js';
 import { MemoryQueue } from './memory-queue.js';

@@ -20,7 +20,7 @@ import { TenantStore } from '@engram/tenants/tenant-store';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
-import { startTestWorkerService } from '@engram/workers/testing/service.test-helpers';
+import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { isFork, lastUser, textOf } from '../cli.test-helpers.js';
 import { type RunningServer, startServer } from '../commands/serve.js';

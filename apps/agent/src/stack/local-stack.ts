@@ -6,8 +6,8 @@ import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import type { QueueBackendConfig } from '@engram/queue/backend-config';
 import { EmbeddedPostgresError, startEmbeddedPostgres } from '@engram/queue/embedded-postgres';
 import { findRedisServer, startLocalRedis } from '@engram/queue/local-redis';
-import { loadWorkersConfig } from '@engram/workers/config';
-import type { WorkerService } from '@engram/workers/service';
+import { loadWorkersConfig } from '@engram/worker-service/config';
+import type { WorkerService } from '@engram/worker-service/service';
 import { startWorkers } from '../commands/workers.js';
 
 // The whole stack on one machine for `engram dev` and `engram demo`: a queue engine (REDIS_URL or

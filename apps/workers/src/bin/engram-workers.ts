@@ -1,8 +1,8 @@
 #!/usr/bin/env node
-import { ConfigError, loadWorkersConfig } from '../config.js';
-import { createHandlers } from '../handlers.js';
-import { createLogger } from '../logger.js';
-import { startWorkerService } from '../service.js';
+import { ConfigError, loadWorkersConfig } from '@engram/worker-service/config';
+import { createHandlers } from '@engram/worker-service/handlers';
+import { createLogger } from '@engram/worker-service/logger';
+import { startWorkerService } from '@engram/worker-service/service';
 
 // `engram-workers`: run the memory worker pool until SIGTERM/SIGINT.
 

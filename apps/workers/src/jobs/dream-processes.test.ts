@@ -15,9 +15,14 @@ import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { reply, type ScriptStep, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
+import {
+  DREAM_SEED,
+  isDreamRequest,
+  seedDreamMemories,
+  seedSessions,
+} from '@engram/worker-service/jobs/dream.test-helpers';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { assertWorkerBuilt, spawnWorkerProcess } from '../testing/worker-process.test-helpers.js';
-import { DREAM_SEED, isDreamRequest, seedDreamMemories, seedSessions } from './dream.test-helpers.js';
 
 // Dreams across real worker processes (the built bin): two agents enqueueing at once with two workers
 // consuming, and a worker killed (SIGKILL) mid-dream.

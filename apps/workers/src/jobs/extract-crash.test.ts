@@ -13,13 +13,17 @@ import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
+import { loadWorkersConfig } from '@engram/worker-service/config';
+import { createHandlers } from '@engram/worker-service/handlers';
+import { createLogger } from '@engram/worker-service/logger';
+import { startWorkerService } from '@engram/worker-service/service';
+import { WORKER_TEST_BACKENDS } from '@engram/worker-service/testing/backends.test-helpers';
+import {
+  createForeground,
+  isExtractionRequest,
+  lastUserText,
+} from '@engram/worker-service/testing/foreground.test-helpers';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { loadWorkersConfig } from '../config.js';
-import { createHandlers } from '../handlers.js';
-import { createLogger } from '../logger.js';
-import { startWorkerService } from '../service.js';
-import { WORKER_TEST_BACKENDS } from '../testing/backends.test-helpers.js';
-import { createForeground, isExtractionRequest, lastUserText } from '../testing/foreground.test-helpers.js';
 import { assertWorkerBuilt, spawnWorkerProcess } from '../testing/worker-process.test-helpers.js';
 
 /** A saved memory without the metadata block the worker stamps (originSessionId, modified) after the fork. */

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Closer } from '@engram/testkit/bullmq-helpers';
-import { withoutBackendEnv } from './backends.test-helpers.js';
+import { withoutBackendEnv } from '@engram/worker-service/testing/backends.test-helpers';
 
 // The built worker service as a real process, for tests that kill workers (crash recovery, two-process locks).
 
