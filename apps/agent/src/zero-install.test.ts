@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { accessSync, chmodSync, constants, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, existsSync, lstatSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
@@ -50,9 +50,10 @@ describe('zero-install local mode', () => {
       }
       return textReply('Saved.');
     });
+    // mkdtemp makes it 0700, like /root/.engram: running as root, PostgreSQL runs as "postgres", which cannot
+    // walk this path, and its data must still be in ENGRAM_HOME/pg.
     const engramHome = mkdtempSync(join(tmpdir(), 'engram-zero-'));
-    // Running as root, PostgreSQL runs as "postgres", which must be able to enter ENGRAM_HOME/pg.
-    chmodSync(engramHome, 0o755);
+    expect(statSync(engramHome).mode & 0o777).toBe(0o700);
     const cwd = mkdtempSync(join(tmpdir(), 'engram-zero-project-'));
     const env = {
       PATH: pathWithoutRedis(),
@@ -104,6 +105,11 @@ describe('zero-install local mode', () => {
       expect(out.memory.drained).toBe(true);
       const paths = JSON.parse((await engram(['memory', 'path', '--json', '--cwd', cwd], { env })).stdout);
       expect(existsSync(join(paths.memoryDir, 'feedback_pnpm.md'))).toBe(true);
+      // The queue's data is in ENGRAM_HOME/pg itself (a directory, not a link elsewhere), and the home kept its mode.
+      expect(lstatSync(join(engramHome, 'pg')).isDirectory()).toBe(true);
+      expect(existsSync(join(engramHome, 'pg', 'cluster', 'PG_VERSION'))).toBe(true);
+      expect(statSync(engramHome).mode & 0o777).toBe(0o700);
+      expect(devOut).toContain(join(engramHome, 'pg'));
     } finally {
       // Ctrl-C as a terminal sends it (to the group, PostgreSQL included): the workers close first, cleanly.
       process.kill(-dev.pid!, 'SIGINT');

@@ -1,4 +1,17 @@
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
@@ -138,3 +151,64 @@ describe('embedded PostgreSQL from a checkout the server user cannot enter', () 
     }
   });
 });
+
+describe('embedded PostgreSQL data under a private home (as root: the server user cannot walk the path)', () => {
+  it('keeps the cluster in the given directory, owned by the server user, without loosening its parents', async () => {
+    // Like /root/.engram: a 0700 directory owned by this user, with the home (and its pg/) inside it.
+    const privateHome = tempDir('pg-private-home');
+    chmodSync(privateHome, 0o700);
+    const dataDir = join(privateHome, '.engram', 'pg');
+    const root = process.getuid?.() === 0;
+    const serverUser = root ? lookupPasswd('postgres') : undefined;
+    if (root) {
+      // The server user really cannot reach the directory by its name.
+      mkdirSync(dataDir, { recursive: true });
+      const byPath = spawnSync('/bin/sh', ['-c', 'cd -- "$1"', 'probe', dataDir], {
+        uid: serverUser!.uid,
+        gid: serverUser!.gid,
+        stdio: 'ignore',
+      });
+      expect(byPath.status).not.toBe(0);
+    }
+
+    const server = await startEmbeddedPostgres({ dataDir, durable: false });
+    cleanup.push(() => server.stop());
+    expect(server.initialised).toBe(true);
+    expect(server.dataDir).toBe(dataDir);
+    await query(server.url, 'CREATE TABLE memory (fact text); INSERT INTO memory VALUES ($$at home$$)');
+    // The cluster is a real directory in the home, not a link to somewhere else.
+    expect(lstatSync(dataDir).isDirectory()).toBe(true);
+    expect(existsSync(join(dataDir, 'cluster', 'PG_VERSION'))).toBe(true);
+    expect(
+      readdirSync(dataDir).filter((f) => f.startsWith('cluster.init-') || f.startsWith('.pwfile-')),
+    ).toEqual([]);
+    // The parents keep their mode.
+    expect(statSync(privateHome).mode & 0o777).toBe(0o700);
+    if (root) {
+      for (const dir of [dataDir, join(dataDir, 'cluster')]) {
+        expect(statSync(dir).uid).toBe(serverUser!.uid);
+        expect(statSync(dir).mode & 0o777).toBe(0o700);
+      }
+      // The server process itself runs as that user.
+      const pidFile = readFileSync(join(dataDir, 'cluster', 'postmaster.pid'), 'utf8').split('\n');
+      expect(statSync(`/proc/${pidFile[0]}`).uid).toBe(serverUser!.uid);
+    }
+
+    // A restart reuses the cluster (and its data) in the same place.
+    await server.stop();
+    const again = await startEmbeddedPostgres({ dataDir, durable: false });
+    cleanup.push(() => again.stop());
+    expect(again.initialised).toBe(false);
+    expect((await query(again.url, 'SELECT fact FROM memory')).rows).toEqual([{ fact: 'at home' }]);
+    expect((await findRunningEmbeddedPostgres(dataDir))?.port).toBe(again.port);
+  });
+});
+
+function lookupPasswd(name: string): { uid: number; gid: number } {
+  const line = readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${name}:`));
+  if (!line) throw new Error(`no user ${name} in /etc/passwd`);
+  const [, , uid, gid] = line.split(':');
+  return { uid: Number(uid), gid: Number(gid) };
+}

@@ -28,6 +28,9 @@ import { freePort } from './local-redis.js';
 // cut short the workers' deadline shutdown), rejects with `undefined` when the server exits early, and logs
 // to the console. The launcher below mirrors local-redis.ts instead.
 //
+// As root the server runs as an unprivileged user that owns `dataDir` (see directoryHandle: the data stays where
+// the caller puts it, e.g. ENGRAM_HOME/pg, even under a 0700 home).
+//
 // Layout of `dataDir` (persistent: initialised once, reused on later runs):
 //   cluster/   the PostgreSQL data directory (PGDATA)
 //   password   the generated superuser password (0600), so later runs can connect
@@ -292,9 +295,56 @@ function readPackageVersion(packageDir: string): string {
   }
 }
 
-/** As root, the server user must be able to reach the data directory through every ancestor. */
+/**
+ * How the server processes (initdb, postgres, and every child they start) name their data directory.
+ *
+ * As root on Linux the server runs as an unprivileged user that usually cannot walk the path to ENGRAM_HOME (a
+ * home such as /root/.engram sits in a 0700 directory). Rather than loosen the permissions of directories
+ * Engram did not create, or keep the data elsewhere, the launcher hands the server its directory the way a
+ * privileged parent hands over an open descriptor: Node's spawn changes into `cwd` while still root and only
+ * then switches to the server user, and the data directory is named `/proc/self/cwd` — a link the kernel
+ * resolves to the process's working directory without searching its ancestors. PostgreSQL changes into its
+ * data directory first thing and its children inherit that working directory, so the name means the same
+ * directory in every process. The server user owns the data directory and nothing on the way to it.
+ *
+ * Elsewhere (not root, or no /proc) the directory is named by its path.
+ */
+interface DirectoryHandle {
+  /** What to pass as the directory (`-D`, `--pgdata`). */
+  arg: string;
+  /** The working directory to start the process in. */
+  cwd: string | undefined;
+}
+
+function usesWorkingDirectoryHandle(user: RunAs | undefined): boolean {
+  return !!user && platform() === 'linux' && existsSync('/proc/self/cwd');
+}
+
+function directoryHandle(dir: string, user: RunAs | undefined): DirectoryHandle {
+  return usesWorkingDirectoryHandle(user)
+    ? { arg: '/proc/self/cwd', cwd: dir }
+    : { arg: dir, cwd: undefined };
+}
+
+/** As root (by path), the server user must be able to reach the data directory through every ancestor. */
 function assertReachable(dir: string, user: RunAs | undefined, userName: string): void {
   if (!user) return;
+  if (usesWorkingDirectoryHandle(user)) {
+    // The directory is handed over (directoryHandle); check the server user can work in it once there.
+    const probe = spawnSync('/bin/sh', ['-c', 'test -w /proc/self/cwd'], {
+      cwd: dir,
+      uid: user.uid,
+      gid: user.gid,
+      stdio: 'ignore',
+    });
+    if (probe.status === 0) return;
+    throw new EmbeddedPostgresError(
+      'EMBEDDED_POSTGRES_DATA_DIR_UNREACHABLE',
+      `Running as root, the embedded PostgreSQL runs as "${userName}", which cannot write in ${dir} even when ` +
+        'started inside it. Check that the filesystem allows it to own the directory (not read-only, not a ' +
+        'root-squashed network mount), run as a normal user, or set ENGRAM_QUEUE_URL / REDIS_URL to a server you run.',
+    );
+  }
   const probe = spawnSync('/bin/sh', ['-c', 'cd -- "$1" && test -w .', 'probe', dir], {
     uid: user.uid,
     gid: user.gid,
@@ -324,10 +374,16 @@ function readPassword(dataDir: string): string | undefined {
   }
 }
 
-function runToCompletion(command: string, args: string[], user: RunAs | undefined): Promise<string> {
+function runToCompletion(
+  command: string,
+  args: string[],
+  user: RunAs | undefined,
+  cwd: string | undefined,
+): Promise<string> {
   return new Promise((resolvePromise, reject) => {
     const child = spawn(command, args, {
       ...(user ? { uid: user.uid, gid: user.gid } : {}),
+      ...(cwd ? { cwd } : {}),
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, LC_ALL: 'C', LC_MESSAGES: 'C' },
     });
@@ -359,22 +415,27 @@ async function initialise(
   }
   const password = randomBytes(18).toString('base64url');
   const staging = join(dataDir, `cluster.init-${randomBytes(4).toString('hex')}`);
-  const pwfile = join(dataDir, `.pwfile-${randomBytes(4).toString('hex')}`);
+  const pwfileName = `.pwfile-${randomBytes(4).toString('hex')}`;
+  const pwfile = join(dataDir, pwfileName);
   writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
   if (user) chownSync(pwfile, user.uid, user.gid);
+  // initdb accepts an existing empty directory; creating it here lets it be handed over (directoryHandle).
+  ensureDir(staging, user);
+  const pgdata = directoryHandle(staging, user);
   try {
     await runToCompletion(
       binaries.initdb,
       [
-        `--pgdata=${staging}`,
+        `--pgdata=${pgdata.arg}`,
         `--username=${SUPERUSER}`,
-        `--pwfile=${pwfile}`,
+        `--pwfile=${pgdata.cwd ? `${pgdata.arg}/../${pwfileName}` : pwfile}`,
         '--auth=scram-sha-256',
         '--encoding=UTF8',
         '--locale=C',
         '--no-instructions',
       ],
       user,
+      pgdata.cwd,
     );
   } catch (error) {
     rmSync(staging, { recursive: true, force: true });
@@ -430,6 +491,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     initialised = true;
   }
 
+  const cluster = directoryHandle(clusterDir, user);
   let child: ChildProcess | undefined;
   let log = '';
   const onExit = () => child?.kill('SIGINT');
@@ -442,7 +504,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       binaries.postgres,
       [
         '-D',
-        clusterDir,
+        cluster.arg,
         '-p',
         String(port),
         '-c',
@@ -461,6 +523,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       ],
       {
         ...(user ? { uid: user.uid, gid: user.gid } : {}),
+        ...(cluster.cwd ? { cwd: cluster.cwd } : {}),
         stdio: ['ignore', 'ignore', 'pipe'],
         env: { ...process.env, LC_ALL: 'C', LC_MESSAGES: 'C' },
         // Its own process group: a terminal's Ctrl-C must not stop the server before its clients close.

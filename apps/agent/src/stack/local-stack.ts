@@ -1,10 +1,9 @@
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import type { QueueBackendConfig } from '@engram/queue/backend-config';
-import { EmbeddedPostgresError, startEmbeddedPostgres } from '@engram/queue/embedded-postgres';
+import { startEmbeddedPostgres } from '@engram/queue/embedded-postgres';
 import { findRedisServer, startLocalRedis } from '@engram/queue/local-redis';
 import { loadWorkersConfig } from '@engram/worker-service/config';
 import type { WorkerService } from '@engram/worker-service/service';
@@ -65,20 +64,6 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** As root, PostgreSQL runs as "postgres", which cannot enter a private ENGRAM_HOME such as /root/.engram. */
-const ROOT_PG_BASE = '/var/lib/engram/pg';
-
-function linkDataDir(link: string, target: string): void {
-  try {
-    const stat = lstatSync(link, { throwIfNoEntry: false });
-    if (stat?.isSymbolicLink()) rmSync(link);
-    else if (stat) return; // an old data directory of a non-root run: leave it alone
-    symlinkSync(target, link, 'dir');
-  } catch {
-    // The link only helps people find the data; the note on screen names the place too.
-  }
-}
-
 async function chooseBackend(
   opts: StartLocalStackOptions,
   scratchDir: string | undefined,
@@ -111,38 +96,18 @@ async function chooseBackend(
       dataDir: dir,
     };
   }
-  let dataDir = scratchDir ? join(scratchDir, 'pg') : join(opts.engramHome, 'pg');
-  let pg: Awaited<ReturnType<typeof startEmbeddedPostgres>>;
-  try {
-    pg = await startEmbeddedPostgres({ dataDir, ...(scratchDir ? { durable: false } : {}) });
-  } catch (error) {
-    if (!(error instanceof EmbeddedPostgresError) || error.code !== 'EMBEDDED_POSTGRES_DATA_DIR_UNREACHABLE')
-      throw error;
-    mkdirSync(ROOT_PG_BASE, { recursive: true, mode: 0o755 });
-    chmodSync('/var/lib/engram', 0o755);
-    chmodSync(ROOT_PG_BASE, 0o755);
-    const inHome = dataDir;
-    dataDir = join(ROOT_PG_BASE, sanitizePath(inHome));
-    pg = await startEmbeddedPostgres({ dataDir });
-    if (!scratchDir) linkDataDir(inHome, dataDir);
-    notes.push(
-      `PostgreSQL data lives in ${dataDir}${scratchDir ? '' : ` (linked from ${inHome})`}: the server runs as "postgres", ` +
-        `which cannot enter ${opts.engramHome}.`,
-    );
-  }
+  // As root the server runs as user "postgres" and still keeps its data here, even under a 0700 home
+  // (packages/queue/src/embedded-postgres.ts, directoryHandle).
+  const dataDir = scratchDir ? join(scratchDir, 'pg') : join(opts.engramHome, 'pg');
+  const pg = await startEmbeddedPostgres({ dataDir, ...(scratchDir ? { durable: false } : {}) });
   notes.push(
     'No Redis found: running BullMQ on an embedded PostgreSQL (zero-install mode). To use Redis instead, ' +
       'install redis-server (engram dev then starts it), or run one yourself and set REDIS_URL=redis://127.0.0.1:6379.',
   );
-  const pgDataDir = dataDir;
   return {
     backend: { kind: 'postgres', url: pg.url, implicit: false },
     origin: 'embedded-postgres',
-    stop: async () => {
-      await pg.stop();
-      if (scratchDir && pgDataDir.startsWith(ROOT_PG_BASE))
-        rmSync(pgDataDir, { recursive: true, force: true });
-    },
+    stop: () => pg.stop(),
     notes,
     dataDir,
   };
