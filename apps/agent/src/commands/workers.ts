@@ -1,14 +1,8 @@
-import { loadWorkersConfig, type WorkersConfig } from '@engram/worker-service/config';
-import { createHandlers } from '@engram/worker-service/handlers';
-import { createLogger } from '@engram/worker-service/logger';
-import { startWorkerService, type WorkerService } from '@engram/worker-service/service';
+import { loadWorkersConfig } from '@engram/worker-service/config';
+import { startWorkers } from '@engram/worker-service/start';
 import { EXIT, type Output } from './output.js';
 
 // `engram workers`: the worker service in this process, until Ctrl-C / SIGTERM.
-
-export async function startWorkers(config: WorkersConfig): Promise<WorkerService> {
-  return startWorkerService({ config, logger: createLogger(config.logLevel), handlers: createHandlers });
-}
 
 export function waitForSignal(): Promise<string> {
   return new Promise((resolve) => {

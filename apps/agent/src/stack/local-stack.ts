@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,7 +7,7 @@ import { startEmbeddedPostgres } from '@engram/queue/embedded-postgres';
 import { findRedisServer, startLocalRedis } from '@engram/queue/local-redis';
 import { loadWorkersConfig } from '@engram/worker-service/config';
 import type { WorkerService } from '@engram/worker-service/service';
-import { startWorkers } from '../commands/workers.js';
+import { startWorkers } from '@engram/worker-service/start';
 
 // The whole stack on one machine for `engram dev` and `engram demo`: a queue engine (REDIS_URL or
 // ENGRAM_QUEUE_URL when set; else a redis-server child when the binary is installed; else an embedded
@@ -125,9 +125,8 @@ export async function startLocalStack(opts: StartLocalStackOptions): Promise<Loc
   const port = await httpPort(opts);
   let scratchDir: string | undefined;
   if (opts.scratch) {
+    // Private (0700): a root run's PostgreSQL (user "postgres") is handed its data directory inside it.
     scratchDir = mkdtempSync(join(tmpdir(), 'engram-scratch-'));
-    // A root run's PostgreSQL (user "postgres") must be able to enter it.
-    chmodSync(scratchDir, 0o755);
   }
   const removeScratch = () => {
     if (scratchDir) rmSync(scratchDir, { recursive: true, force: true });

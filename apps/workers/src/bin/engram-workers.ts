@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 import { ConfigError, loadWorkersConfig } from '@engram/worker-service/config';
-import { createHandlers } from '@engram/worker-service/handlers';
 import { createLogger } from '@engram/worker-service/logger';
-import { startWorkerService } from '@engram/worker-service/service';
+import { startWorkers } from '@engram/worker-service/start';
 
 // `engram-workers`: run the memory worker pool until SIGTERM/SIGINT.
 
@@ -18,7 +17,7 @@ async function main(): Promise<void> {
     throw error;
   }
   const logger = createLogger(config.logLevel);
-  const service = await startWorkerService({ config, logger, handlers: createHandlers });
+  const service = await startWorkers(config, logger);
   logger.info({ queues: [...service.workers.keys()] }, 'engram workers running');
   const shutdown = (signal: string) => {
     service.stop(signal).then(
