@@ -240,6 +240,17 @@ try {
   const fallback = tally(fallbackResults);
   console.log(line('lexical fallback', fallback));
   console.log(`  by kind: ${kinds(fallback)}`);
+  if (process.argv.includes('--misses')) {
+    // Every query the fallback got wrong: its wrong picks and the relevant files it missed.
+    for (const { q, picked } of fallbackResults) {
+      const wrong = picked.filter((f) => !q.should.includes(f));
+      const missed = q.should.filter((f) => !picked.includes(f));
+      if (wrong.length === 0 && missed.length === 0) continue;
+      console.log(
+        `    ${q.id} ${q.dir}/${q.kind} "${q.query}"${wrong.length ? `  wrong: ${wrong.join(', ')}` : ''}${missed.length ? `  missed: ${missed.join(', ')}` : ''}`,
+      );
+    }
+  }
 
   const server = await startModelServer();
   try {

@@ -214,6 +214,35 @@ describe('supersession', () => {
     expect(findSupersessions([x, y]).get('x.md')).toMatchObject({ newer: 'y.md', reason: 'same-name' });
   });
 
+  it('does not merge same-template memories about different subjects, but does merge a reworded name', () => {
+    // Written from one template: the descriptions overlap far past DESCRIPTION_OVERLAP and the names share
+    // two of four words, yet "catalogue" and "wishlist" are two subjects, so neither hides the other.
+    const catalogue = h(
+      'reference_catalogue_timeout_alerting.md',
+      'Alert on the catalogue timeout when it exceeds 42 for ten minutes',
+      { name: 'catalogue timeout alerting', type: 'reference', mtimeMs: T0 - 3 * DAY },
+    );
+    const wishlist = h(
+      'reference_wishlist_timeout_alerting.md',
+      'Alert on the wishlist timeout when it exceeds 17 for ten minutes',
+      { name: 'wishlist timeout alerting', type: 'reference' },
+    );
+    expect(findSupersessions([catalogue, wishlist]).size).toBe(0);
+    // A newer name that only adds a word is the same subject restated.
+    const node18 = h('project_node_version.md', 'Storefront runs on Node 18 LTS in production containers', {
+      name: 'Node runtime version',
+      mtimeMs: T0 - 30 * DAY,
+    });
+    const node22 = h(
+      'project_node_runtime.md',
+      'Storefront runs on Node 22 LTS in production containers since the upgrade',
+      { name: 'Node runtime version upgrade' },
+    );
+    expect([...findSupersessions([node18, node22, catalogue, wishlist]).values()]).toEqual([
+      { older: 'project_node_version.md', newer: 'project_node_runtime.md', reason: 'near-duplicate' },
+    ]);
+  });
+
   it('does not merge memories that only share a subject, a one-word name, a date or a type', () => {
     const checklist = h(
       'cart_checklist.md',
