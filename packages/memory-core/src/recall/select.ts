@@ -1,6 +1,6 @@
 import { posix } from 'node:path';
 import { formatMemoryManifest, type MemoryHeader } from '../memdir/scan.js';
-import { lexicalRank } from './lexical.js';
+import { LEXICAL_FALLBACK_MATCHES, lexicalRank, sharesTopicalTermWith } from './lexical.js';
 import {
   buildSelectionUserMessage,
   MAX_SELECTED_MEMORIES,
@@ -13,7 +13,9 @@ import { findSupersessions, resolveMemoryLink, type Supersession } from './super
 
 // Which memories to surface for a query: drop what the context already holds and what a newer memory
 // supersedes (recall/supersession.ts), ask the selector model, keep only names it was shown, then let the
-// picks' `[[links]]` fill the remaining slots, at most five in all. The model is reached through an
+// picks' `[[links]]` fill the remaining slots, at most five in all. When the lexical fallback decides it
+// injects only its best match, and a memory that match links to joins only if it shares a topical word with
+// the query: with no model judging, the link is one piece of evidence, not enough alone. The model is reached through an
 // injected function; when it is slow, fails or answers nonsense, the lexical ranking decides instead, so a
 // recall degrades rather than fails (docs/design.md §5).
 
@@ -105,7 +107,12 @@ export async function selectRelevantMemories(input: SelectRelevantMemoriesInput)
     picks: MemoryHeader[],
     extra: Pick<SelectionResult, 'fallbackReason' | 'fallbackDetail'> & { unknownPicks?: string[] } = {},
   ): SelectionResult => {
-    const { selected, linked } = addLinkedMemories(picks, candidates, input.headers, supersessions);
+    const { selected, linked } = addLinkedMemories(
+      picks,
+      outcome === 'fallback' ? candidates.filter(sharesTopicalTermWith(input.query)) : candidates,
+      input.headers,
+      supersessions,
+    );
     const chosen = new Set(selected.map((h) => h.filename));
     const superseded = [...supersessions.values()].filter((s) => chosen.has(s.newer));
     return {
@@ -136,7 +143,7 @@ export async function selectRelevantMemories(input: SelectRelevantMemoriesInput)
   const fallback = (reason: FallbackReason, detail: string): SelectionResult =>
     finish(
       'fallback',
-      lexicalRank(input.query, candidates, { limit: MAX_SELECTED_MEMORIES }).map((m) => m.header),
+      lexicalRank(input.query, candidates, { limit: LEXICAL_FALLBACK_MATCHES }).map((m) => m.header),
       { fallbackReason: reason, fallbackDetail: detail },
     );
 
