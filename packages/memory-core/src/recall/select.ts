@@ -109,9 +109,10 @@ export async function selectRelevantMemories(input: SelectRelevantMemoriesInput)
   ): SelectionResult => {
     const { selected, linked } = addLinkedMemories(
       picks,
-      outcome === 'fallback' ? candidates.filter(sharesTopicalTermWith(input.query)) : candidates,
+      candidates,
       input.headers,
       supersessions,
+      outcome === 'fallback' ? sharesTopicalTermWith(input.query) : undefined,
     );
     const chosen = new Set(selected.map((h) => h.filename));
     const superseded = [...supersessions.values()].filter((s) => chosen.has(s.newer));
@@ -213,6 +214,8 @@ export function addLinkedMemories(
   candidates: readonly MemoryHeader[],
   allHeaders: readonly MemoryHeader[],
   supersessions: ReadonlyMap<string, Supersession> = new Map(),
+  /** When given, a linked memory must also pass it (the lexical fallback's shared-word test). */
+  accept?: (header: MemoryHeader) => boolean,
 ): { selected: MemoryHeader[]; linked: Array<{ from: string; to: string }> } {
   const selected = picks.slice(0, MAX_SELECTED_MEMORIES);
   const linked: Array<{ from: string; to: string }> = [];
@@ -227,7 +230,7 @@ export function addLinkedMemories(
       if (newer) target = byName.get(newer.newer);
       if (!target || taken.has(target.filename)) continue;
       const candidate = eligible.get(target.filename);
-      if (!candidate) continue;
+      if (!candidate || (accept && !accept(candidate))) continue;
       taken.add(candidate.filename);
       selected.push(candidate);
       linked.push({ from: pick.filename, to: candidate.filename });
