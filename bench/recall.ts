@@ -73,6 +73,15 @@ function completionWaiter(events: QueueEvents) {
   };
 }
 
+// One subject per memory: names and descriptions that differed only in a number ("user memory 0", "user
+// memory 4") are near-duplicates to recall's supersession rule, which hid all but the newest of each type.
+const SUBJECTS = (
+  'kafka redis postgres docker terraform grafana sentry webpack vite eslint prettier jest vitest playwright ' +
+  'storybook tailwind graphql openapi oauth stripe adyen cloudinary opensearch airflow spark snowflake ' +
+  'bigquery looker kotlin swiftui firebase testflight fastlane gradle cocoapods pnpm turborepo biome ' +
+  'pagerduty linear'
+).split(' ');
+
 function seedMemories(memoryDir: string): void {
   mkdirSync(memoryDir, { recursive: true });
   const types = ['user', 'feedback', 'project', 'reference'] as const;
@@ -83,7 +92,7 @@ function seedMemories(memoryDir: string): void {
     const file = join(memoryDir, `${type}_${i}.md`);
     writeFileSync(
       file,
-      `---\nname: ${type} memory ${i}\ndescription: What the team decided about topic ${i} and why it matters\ntype: ${type}\n---\n${body}`,
+      `---\nname: ${type} ${SUBJECTS[i]}\ndescription: What the team decided about ${SUBJECTS[i]} (topic ${i}) and why it matters\ntype: ${type}\n---\n${body}`,
     );
     const t = (now - i * 3_600_000) / 1000;
     utimesSync(file, t, t);

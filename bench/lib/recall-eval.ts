@@ -33,7 +33,8 @@ export type QueryKind =
   | 'non-english'
   | 'near-duplicate'
   | 'filler'
-  | 'irrelevant';
+  | 'irrelevant'
+  | 'held-out';
 
 export interface EvalQuery {
   id: string;
@@ -864,6 +865,78 @@ export const IRRELEVANT_QUERIES = [
   'wie spät ist es in Tokio?',
 ];
 
+/**
+ * Held-out prompts, added after the first calibration and kept out of it (bench/recall-quality.ts reports
+ * them on their own line): new wordings for memories the set already has — some sharing the memory's
+ * vocabulary, some only its subject — and prompts about nothing in the directory that share one rare word
+ * with some memory ("Berlin", "Lisbon", "rule"). `should` empty: nothing is relevant. The seeds only move
+ * ages and filler numbers, so a seed is not a held-out set; these prompts are.
+ */
+export const HELD_OUT: Record<string, Array<[query: string, should: string[], shouldNot?: string[]]>> = {
+  webshop: [
+    ['npm install keeps failing with a peer dependency error', ['feedback_pnpm.md']],
+    ['mock the db layer so the integration suite runs faster', ['feedback_db_tests.md']],
+    ['what percentage of traffic gets checkout v2?', ['project_flags.md']],
+    ['how does the VAT reverse charge work for B2B customers?', ['project_tax_rules.md']],
+    ['the opensearch reindex is slow, can I run it at lunchtime?', ['project_search_reindex.md']],
+    ['can I add a styled-components theme for the header?', ['feedback_css.md']],
+    ['reset the staging data before the demo', ['reference_staging.md']],
+    ['migrate the remaining Stripe calls', ['project_payment_provider.md']],
+    ['upload the new hero images into the repo assets folder', ['project_image_cdn.md']],
+    ['which Grafana board shows API latency?', ['reference_grafana.md']],
+    [
+      'what node LTS are the production containers on?',
+      ['project_node_runtime.md'],
+      ['project_node_version.md'],
+    ],
+    ['what WCAG level do we have to meet?', ['project_accessibility.md']],
+    ['who reviews the French translations?', ['feedback_i18n.md']],
+    ['write a k6 script for the Black Friday test', ['project_load_test.md']],
+  ],
+  dataplat: [
+    ['should SQL keywords be upper-case in this CTE?', ['feedback_sql_style.md']],
+    ['can I reuse the name of a kafka topic we deleted last month?', ['project_kafka_topics.md']],
+    ['where do I find who owns an airflow DAG?', ['reference_airflow.md']],
+    ['how many executors can my spark job get?', ['project_spark_cluster.md']],
+    ['is snowflake or bigquery our main warehouse?', ['project_warehouse.md']],
+    ['hash the phone numbers before loading them', ['project_pii.md']],
+    ['pip install pandas into the system python', ['feedback_python_tooling.md']],
+    ['the dbt docs site looks out of date', ['reference_dbt_docs.md']],
+    ['which tests does the primary key of a dbt model need?', ['feedback_tests_dbt.md']],
+    ['who is on data on-call this week?', ['reference_oncall_data.md']],
+    ['BACKWARD or FULL compatibility for a shared topic?', ['reference_compat_modes.md']],
+    ['consumer lag keeps growing on the connector', ['reference_lag_runbook.md']],
+  ],
+  mobile: [
+    ['use LiveData for the checkout screen state', ['feedback_kotlin_style.md']],
+    ['on which day is the release branch cut?', ['project_release_train.md']],
+    ['which crashes get a ticket in crashlytics?', ['reference_crashlytics.md']],
+    ['is Android 8 still supported?', ['project_min_os.md']],
+    ['where are the Figma tokens for the Orbit components?', ['reference_design_system.md']],
+    ['add a Paparazzi snapshot for the cart screen', ['feedback_snapshot_tests.md']],
+    ['push a TestFlight build to the beta group', ['reference_beta.md']],
+    ['declare a new analytics event for checkout', ['project_analytics_events.md']],
+    ['where is the release keystore?', ['reference_signing.md']],
+    ['is Retrofit still our network library?', ['topics/api_client.md'], ['project_api_client.md']],
+    [
+      'how many onboarding screens are there, and can users skip them?',
+      ['project_onboarding_flow.md'],
+      ['project_onboarding_metrics.md'],
+    ],
+  ],
+};
+/** Held-out prompts about nothing in any directory (run against every directory). */
+export const HELD_OUT_IRRELEVANT = [
+  'book a table for two in Berlin tonight',
+  'explain the offside rule in football',
+  'plan a team offsite in Lisbon',
+  'what is the best phone to buy this year',
+  'write a cover letter for a barista job',
+  'how tall is the Eiffel tower',
+  'how do I bake sourdough bread with rye flour',
+  'translate good morning into Japanese',
+];
+
 function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
@@ -1021,6 +1094,17 @@ export function buildRecallEval(seed = 20261201): RecallEval {
     }
     for (const q of IRRELEVANT_QUERIES) push(spec.name, 'irrelevant', q, []);
     dirs.push({ name: spec.name, memories });
+  }
+  // After every directory, so the ids above stay what they were before the held-out prompts existed.
+  for (const dir of dirs) {
+    for (const [query, should, shouldNot] of HELD_OUT[dir.name] ?? [])
+      push(dir.name, 'held-out', query, should, shouldNot ?? []);
+    for (const query of HELD_OUT_IRRELEVANT) push(dir.name, 'held-out', query, []);
+  }
+  for (const q of queries) {
+    const files = new Set(dirs.find((d) => d.name === q.dir)?.memories.map((m) => m.file));
+    const unknown = [...q.should, ...q.shouldNot].filter((f) => !files.has(f));
+    if (unknown.length > 0) throw new Error(`${q.id} labels files not in ${q.dir}: ${unknown.join(', ')}`);
   }
   return { dirs, queries };
 }

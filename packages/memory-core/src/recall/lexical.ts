@@ -10,16 +10,22 @@ import { topicalTerms } from '../text/tokenize.js';
 // "a short poem about penguins sliding on ice" shares nothing with a feature-flags note that also says "7".
 //
 // Relevance floor (the fallback prefers returning nothing to returning noise): a memory is returned only when
-//   1. it shares two topical terms with the query, or one that at most LEXICAL_SINGLE_TERM_MAX_DF memories
-//      contain (a single common word is not evidence),
+//   1. it shares two topical terms with the query — or a single one that at most LEXICAL_SINGLE_TERM_MAX_DF
+//      memories contain *and* that is the only word of the query the directory knows at all. One shared
+//      word is weak evidence: when the query has other words the directory knows and this memory matches
+//      only one of them, the query is about some other combination ("add a new label to the cart page" is
+//      not about the accessibility note that mentions aria labels); only when the lone rare word is all the
+//      query and the directory have in common ("rebuild the opensearch index") does it point anywhere;
 //   2. its normalised score reaches LEXICAL_MIN_SCORE, and
 //   3. its score is at least LEXICAL_RELATIVE_FLOOR of the best memory's score.
 // The normalised score is the BM25 score divided by the IDF a term would have if it occurred in exactly one
-// memory of the directory, so 1.0 ≈ "one fully distinctive shared word" whatever the directory's size. IDF is
-// computed as if the corpus had at least LEXICAL_IDF_MIN_DOCS documents, so a one-file memory directory does
-// not make every shared word look weak (nor every word look distinctive in a directory of two). The two
-// constants are calibrated on the labelled evaluation set (bench/recall-quality.ts prints the sweep; the
-// calibration is described in ARCHITECTURE.md).
+// memory of the directory, so 1.0 ≈ "one fully distinctive shared word, once, in a header of average
+// length" whatever the directory's size. IDF is computed as if the corpus had at least
+// LEXICAL_IDF_MIN_DOCS documents, so a one-file memory directory does not make every shared word look weak
+// (nor every word look distinctive in a directory of two). The constants are calibrated on the labelled
+// evaluation set (bench/recall-quality.ts prints the sweep; the calibration is described in
+// ARCHITECTURE.md). The recall fallback (select.ts) takes only the best of these matches
+// (LEXICAL_FALLBACK_MATCHES).
 
 export const BM25_K1 = 1.2;
 export const BM25_B = 0.75;
@@ -30,9 +36,15 @@ export const LEXICAL_RELATIVE_FLOOR = 0.95;
 /**
  * A memory that shares only one topical term with the query qualifies only when at most this many memories
  * of the directory contain that term (one common shared word — a component name, "owner", "alert" — is
- * not evidence; two shared words, or one rare one, are).
+ * not evidence) and no other word of the query occurs in the directory (see the module comment).
  */
 export const LEXICAL_SINGLE_TERM_MAX_DF = 1;
+/**
+ * How many ranked memories the recall fallback injects (their links may add more): without a model to
+ * judge, the runner-up of a lexical ranking is rarely also relevant (on the evaluation set, none of the
+ * runners-up within LEXICAL_RELATIVE_FLOOR of the best was).
+ */
+export const LEXICAL_FALLBACK_MATCHES = 1;
 export const LEXICAL_IDF_MIN_DOCS = 10;
 
 export { stem, tokenize } from '../text/tokenize.js';
@@ -43,6 +55,12 @@ export function headerTokens(header: MemoryHeader): string[] {
   return topicalTerms(
     [header.name ?? '', header.description ?? '', header.type ?? '', filenameWords].join(' '),
   );
+}
+
+/** A test of whether a header (as `headerTokens` sees it) shares at least one topical term with `query`. */
+export function sharesTopicalTermWith(query: string): (header: MemoryHeader) => boolean {
+  const terms = new Set(topicalTerms(query));
+  return (header) => terms.size > 0 && headerTokens(header).some((t) => terms.has(t));
 }
 
 export interface LexicalMatch {
@@ -59,6 +77,11 @@ export interface LexicalRankOptions {
   relativeFloor?: number;
   /** Default LEXICAL_SINGLE_TERM_MAX_DF. */
   singleTermMaxDf?: number;
+  /**
+   * Whether a single shared term must also be the only query word the directory knows (default true; the
+   * bench turns it off to measure what it buys).
+   */
+  singleTermSoleKnown?: boolean;
 }
 
 /**
@@ -74,6 +97,7 @@ export function lexicalRank(
   const minScore = options.minScore ?? LEXICAL_MIN_SCORE;
   const relativeFloor = options.relativeFloor ?? LEXICAL_RELATIVE_FLOOR;
   const singleTermMaxDf = options.singleTermMaxDf ?? LEXICAL_SINGLE_TERM_MAX_DF;
+  const singleTermSoleKnown = options.singleTermSoleKnown ?? true;
   const queryTerms = [...new Set(topicalTerms(query))];
   if (queryTerms.length === 0 || headers.length === 0 || limit <= 0) return [];
 
@@ -111,7 +135,7 @@ export function lexicalRank(
         (weight * f * (BM25_K1 + 1)) / (f + BM25_K1 * (1 - BM25_B + (BM25_B * doc.length) / avgLength));
     }
     score /= unit;
-    if (shared === 1 && rarest > singleTermMaxDf) continue;
+    if (shared === 1 && (rarest > singleTermMaxDf || (singleTermSoleKnown && df.size > 1))) continue;
     if (score > 0 && score >= minScore) matches.push({ header: doc.header, score });
   }
   matches.sort(

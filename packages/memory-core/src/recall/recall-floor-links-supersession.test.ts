@@ -65,6 +65,52 @@ describe('the lexical relevance floor', () => {
     }
   });
 
+  it('lets a lone shared word count only when it is rare and the only word of the prompt the directory knows', () => {
+    const dir = [
+      h('project_a11y.md', 'Every new component needs keyboard navigation and aria labels'),
+      h('user_role.md', 'Senior Go engineer; explain UI code with backend analogies', { type: 'user' }),
+      h('project_vat.md', 'VAT rules: computed per line item with banker rounding'),
+      ...REALISTIC_HEADERS,
+    ];
+    // "explain" and "rule" are each rare, but each memory matches only one of the two words of the prompt
+    // the directory knows: the prompt is about something else (chess), so nothing is recalled…
+    const chess = 'explain the rules of chess to a beginner';
+    expect(names(chess, dir)).toEqual([]);
+    // …where letting any rare lone word count would have recalled one of them.
+    expect(lexicalRank(chess, dir, { singleTermSoleKnown: false }).length).toBeGreaterThan(0);
+    // When the lone rare word is all the prompt and the directory share, it still points to its memory.
+    expect(names('how do aria labels work?', dir)).toEqual(['project_a11y.md']);
+  });
+
+  it('falls back to the single best match, not to its runners-up', async () => {
+    const dir = [
+      h('project_returns_alert_owner.md', 'The returns alert is owned by squad 12', {
+        name: 'returns alert owner',
+      }),
+      h(
+        'reference_returns_threshold_alerting.md',
+        'Alert on the returns threshold above 40 for ten minutes',
+        {
+          name: 'returns threshold alerting',
+          type: 'reference',
+        },
+      ),
+      ...REALISTIC_HEADERS,
+    ];
+    const query = 'who is responsible for the returns alert?';
+    // Both clear the floor and score within LEXICAL_RELATIVE_FLOOR of each other…
+    expect(names(query, dir)).toHaveLength(2);
+    // …but the fallback injects only the best.
+    const fallback = await selectRelevantMemories({
+      query,
+      headers: dir,
+      selector: async () => {
+        throw new Error('down');
+      },
+    });
+    expect(fallback.selected.map((x) => x.filename)).toEqual([names(query, dir)[0]]);
+  });
+
   it('still recalls the right memory for paraphrased prompts', () => {
     expect(names('should integration tests run against a real database or mocks?')[0]).toBe(
       'feedback_db_tests.md',
@@ -107,8 +153,9 @@ describe('link-aware recall', () => {
     const failing: MemorySelector = async () => {
       throw new Error('down');
     };
+    // The linked procedure shares "release" with the prompt: the link plus one shared word is evidence.
     const result = await selectRelevantMemories({
-      query: 'storefront outage runbook',
+      query: 'storefront outage runbook after a bad release',
       headers,
       selector: failing,
     });
@@ -118,7 +165,7 @@ describe('link-aware recall', () => {
       'reference/rollback-procedure.md',
     ]);
     const surfaced = await selectRelevantMemories({
-      query: 'storefront outage runbook',
+      query: 'storefront outage runbook after a bad release',
       headers,
       selector: failing,
       alreadySurfaced: ['reference/rollback-procedure.md'],
@@ -131,6 +178,30 @@ describe('link-aware recall', () => {
       selector: async () => ({ selected_memories: ['hub.md'] }),
     });
     expect(capped.selected).toHaveLength(5);
+  });
+
+  it('in the fallback, a link alone does not bring in a memory that shares no word with the prompt', async () => {
+    const failing: MemorySelector = async () => {
+      throw new Error('down');
+    };
+    // "storefront outage runbook" shares nothing with the rollback procedure; the model path would still
+    // follow the link (the model chose the runbook knowing its links), the lexical fallback does not.
+    const fallback = await selectRelevantMemories({
+      query: 'storefront outage runbook',
+      headers,
+      selector: failing,
+    });
+    expect(fallback.selected.map((x) => x.filename)).toEqual(['reference_outage.md']);
+    expect(fallback.linked).toEqual([]);
+    const model = await selectRelevantMemories({
+      query: 'storefront outage runbook',
+      headers,
+      selector: async () => ({ selected_memories: ['reference_outage.md'] }),
+    });
+    expect(model.selected.map((x) => x.filename)).toEqual([
+      'reference_outage.md',
+      'reference/rollback-procedure.md',
+    ]);
   });
 
   it('resolves a link by path, then basename, then name', () => {
@@ -212,6 +283,35 @@ describe('supersession', () => {
       modifiedMs: T0,
     });
     expect(findSupersessions([x, y]).get('x.md')).toMatchObject({ newer: 'y.md', reason: 'same-name' });
+  });
+
+  it('does not merge same-template memories about different subjects, but does merge a reworded name', () => {
+    // Written from one template: the descriptions overlap far past DESCRIPTION_OVERLAP and the names share
+    // two of four words, yet "catalogue" and "wishlist" are two subjects, so neither hides the other.
+    const catalogue = h(
+      'reference_catalogue_timeout_alerting.md',
+      'Alert on the catalogue timeout when it exceeds 42 for ten minutes',
+      { name: 'catalogue timeout alerting', type: 'reference', mtimeMs: T0 - 3 * DAY },
+    );
+    const wishlist = h(
+      'reference_wishlist_timeout_alerting.md',
+      'Alert on the wishlist timeout when it exceeds 17 for ten minutes',
+      { name: 'wishlist timeout alerting', type: 'reference' },
+    );
+    expect(findSupersessions([catalogue, wishlist]).size).toBe(0);
+    // A newer name that only adds a word is the same subject restated.
+    const node18 = h('project_node_version.md', 'Storefront runs on Node 18 LTS in production containers', {
+      name: 'Node runtime version',
+      mtimeMs: T0 - 30 * DAY,
+    });
+    const node22 = h(
+      'project_node_runtime.md',
+      'Storefront runs on Node 22 LTS in production containers since the upgrade',
+      { name: 'Node runtime version upgrade' },
+    );
+    expect([...findSupersessions([node18, node22, catalogue, wishlist]).values()]).toEqual([
+      { older: 'project_node_version.md', newer: 'project_node_runtime.md', reason: 'near-duplicate' },
+    ]);
   });
 
   it('does not merge memories that only share a subject, a one-word name, a date or a type', () => {

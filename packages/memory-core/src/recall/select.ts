@@ -1,6 +1,6 @@
 import { posix } from 'node:path';
 import { formatMemoryManifest, type MemoryHeader } from '../memdir/scan.js';
-import { lexicalRank } from './lexical.js';
+import { LEXICAL_FALLBACK_MATCHES, lexicalRank, sharesTopicalTermWith } from './lexical.js';
 import {
   buildSelectionUserMessage,
   MAX_SELECTED_MEMORIES,
@@ -13,7 +13,9 @@ import { findSupersessions, resolveMemoryLink, type Supersession } from './super
 
 // Which memories to surface for a query: drop what the context already holds and what a newer memory
 // supersedes (recall/supersession.ts), ask the selector model, keep only names it was shown, then let the
-// picks' `[[links]]` fill the remaining slots, at most five in all. The model is reached through an
+// picks' `[[links]]` fill the remaining slots, at most five in all. When the lexical fallback decides it
+// injects only its best match, and a memory that match links to joins only if it shares a topical word with
+// the query: with no model judging, the link is one piece of evidence, not enough alone. The model is reached through an
 // injected function; when it is slow, fails or answers nonsense, the lexical ranking decides instead, so a
 // recall degrades rather than fails (docs/design.md §5).
 
@@ -105,7 +107,13 @@ export async function selectRelevantMemories(input: SelectRelevantMemoriesInput)
     picks: MemoryHeader[],
     extra: Pick<SelectionResult, 'fallbackReason' | 'fallbackDetail'> & { unknownPicks?: string[] } = {},
   ): SelectionResult => {
-    const { selected, linked } = addLinkedMemories(picks, candidates, input.headers, supersessions);
+    const { selected, linked } = addLinkedMemories(
+      picks,
+      candidates,
+      input.headers,
+      supersessions,
+      outcome === 'fallback' ? sharesTopicalTermWith(input.query) : undefined,
+    );
     const chosen = new Set(selected.map((h) => h.filename));
     const superseded = [...supersessions.values()].filter((s) => chosen.has(s.newer));
     return {
@@ -136,7 +144,7 @@ export async function selectRelevantMemories(input: SelectRelevantMemoriesInput)
   const fallback = (reason: FallbackReason, detail: string): SelectionResult =>
     finish(
       'fallback',
-      lexicalRank(input.query, candidates, { limit: MAX_SELECTED_MEMORIES }).map((m) => m.header),
+      lexicalRank(input.query, candidates, { limit: LEXICAL_FALLBACK_MATCHES }).map((m) => m.header),
       { fallbackReason: reason, fallbackDetail: detail },
     );
 
@@ -206,6 +214,8 @@ export function addLinkedMemories(
   candidates: readonly MemoryHeader[],
   allHeaders: readonly MemoryHeader[],
   supersessions: ReadonlyMap<string, Supersession> = new Map(),
+  /** When given, a linked memory must also pass it (the lexical fallback's shared-word test). */
+  accept?: (header: MemoryHeader) => boolean,
 ): { selected: MemoryHeader[]; linked: Array<{ from: string; to: string }> } {
   const selected = picks.slice(0, MAX_SELECTED_MEMORIES);
   const linked: Array<{ from: string; to: string }> = [];
@@ -220,7 +230,7 @@ export function addLinkedMemories(
       if (newer) target = byName.get(newer.newer);
       if (!target || taken.has(target.filename)) continue;
       const candidate = eligible.get(target.filename);
-      if (!candidate) continue;
+      if (!candidate || (accept && !accept(candidate))) continue;
       taken.add(candidate.filename);
       selected.push(candidate);
       linked.push({ from: pick.filename, to: candidate.filename });

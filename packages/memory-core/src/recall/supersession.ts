@@ -13,7 +13,11 @@ import { topicalTerms } from '../text/tokenize.js';
 //      their descriptions by ≥ DESCRIPTION_OVERLAP (Jaccard), with at least three description words each.
 //      Two memories about the same subject that say different things (a checklist and a rollback runbook)
 //      overlap far less; bench/recall-quality.ts counts false supersessions on near-duplicate pairs that
-//      must stay apart.
+//      must stay apart. And the two must not name different subjects: when each name has a topical word
+//      that the other memory (name and description) never mentions — "catalogue timeout alerting" and
+//      "wishlist timeout alerting", written from one template — they are two facts, not two versions of
+//      one. A reworded name that only adds words ("Node runtime version" → "Node runtime version upgrade")
+//      still qualifies.
 // For rules 2 and 3 the newer memory wins: frontmatter `modified:`/`updated:` when present, else the file's
 // mtime; equal dates supersede nothing (there is no way to tell which is current). Chains resolve to the
 // newest (A → B → C: A and B are both superseded by C).
@@ -76,6 +80,17 @@ function jaccard(a: ReadonlySet<string>, b: ReadonlySet<string>): number {
 }
 
 const typesMatch = (a: MemoryHeader, b: MemoryHeader) => !a.type || !b.type || a.type === b.type;
+
+interface NameInfo {
+  nameTerms: ReadonlySet<string>;
+  descTerms: ReadonlySet<string>;
+}
+
+/** Whether `a`'s name has a topical word that `b` mentions nowhere (neither in its name nor description). */
+function namesOwnSubject(a: NameInfo, b: NameInfo): boolean {
+  for (const t of a.nameTerms) if (!b.nameTerms.has(t) && !b.descTerms.has(t)) return true;
+  return false;
+}
 
 /** Every superseded memory among `headers`, keyed by its relative path (see the module comment). */
 export function findSupersessions(headers: readonly MemoryHeader[]): Map<string, Supersession> {
@@ -154,6 +169,7 @@ export function findSupersessions(headers: readonly MemoryHeader[]): Map<string,
         if (a.h.type !== b.h.type || dateOf(a.h) === dateOf(b.h)) continue;
         if (jaccard(a.nameTerms, b.nameTerms) < NAME_OVERLAP) continue;
         if (jaccard(a.descTerms, b.descTerms) < DESCRIPTION_OVERLAP) continue;
+        if (namesOwnSubject(a, b) && namesOwnSubject(b, a)) continue;
         const [older, newer] = dateOf(a.h) < dateOf(b.h) ? [a.h, b.h] : [b.h, a.h];
         if (!direct.has(older.filename)) propose(older, newer, 'near-duplicate');
       }
