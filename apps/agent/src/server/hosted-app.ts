@@ -10,6 +10,7 @@ import {
   SessionBusyError,
   type SessionLease,
   SessionLeaseLostError,
+  sessionLeaseKey,
 } from '@engram/queue/state/session-lease';
 import { SessionState } from '@engram/queue/state/session-state';
 import { resolveTenantCwd, SERVED_TOOLS, type Tenant, TenantStore } from '@engram/tenants/tenant-store';
@@ -302,7 +303,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   app.get('/v1/sessions/:id', async (c) => {
     const record = await sessionOf(c);
     const lease = await stateStore()
-      .getLease(`session:${record.tenant}:${record.id}`)
+      .getLease(sessionLeaseKey({ tenant: record.tenant, sessionId: record.id }))
       .catch(() => undefined);
     return c.json({ id: record.id, cwd: record.cwd, createdAt: record.createdAt, busy: lease !== undefined });
   });
@@ -310,6 +311,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   app.get('/v1/sessions/:id/memory', async (c) => {
     const record = await sessionOf(c);
     const state = new SessionState(stateStore(), {
+      tenant: record.tenant,
       transcriptDir: sanitizePath(record.cwd),
       sessionId: record.id,
     });
