@@ -441,6 +441,41 @@ describe('engram serve: authentication and tenant isolation', () => {
     expect(results.get('b4')?.content).not.toContain('rival');
   });
 
+  it('loads a served turn’s CLAUDE.md only from the tenant’s workspace and home, never above them or from a rival', async () => {
+    const { acme, rival } = await tenants();
+    const ws = acme.tenant.workspace;
+    // The workspaces live inside the operator's git repository, whose root holds the operator's CLAUDE.md.
+    const above = join(base, 'workspaces');
+    expect(spawnSync('git', ['init', '-q', above]).status).toBe(0);
+    closer.defer(async () => rmSync(join(above, '.git'), { recursive: true, force: true }));
+    writeFileSync(join(above, 'CLAUDE.md'), 'OPERATOR-REPO-RULE');
+    closer.defer(async () => rmSync(join(above, 'CLAUDE.md'), { force: true }));
+    mkdirSync(join(base, 'operator-home', '.claude'), { recursive: true });
+    writeFileSync(join(base, 'operator-home', '.claude', 'CLAUDE.md'), 'OPERATOR-USER-RULE');
+    writeFileSync(join(rival.tenant.workspace, 'secret.md'), 'RIVAL-SECRET');
+    mkdirSync(join(acme.tenant.home, '.claude'), { recursive: true });
+    writeFileSync(join(acme.tenant.home, '.claude', 'CLAUDE.md'), 'ACME-USER-RULE');
+    const rivalName = rival.tenant.workspace.split('/').at(-1);
+    writeFileSync(
+      join(ws, 'CLAUDE.md'),
+      `ACME-WORKSPACE-RULE\n@../${rivalName}/secret.md\n@${join(above, 'CLAUDE.md')}\n@./link.md\n`,
+    );
+    symlinkSync(join(rival.tenant.workspace, 'secret.md'), join(ws, 'link.md'));
+    const { url } = await replica();
+    const session = await call(url, '/v1/sessions', { key: acme.key, body: { cwd: ws } });
+    const turn = await call(url, `/v1/sessions/${session.body.id}/turns`, {
+      key: acme.key,
+      body: { prompt: 'hello' },
+    });
+    expect(turn.status).toBe(200);
+    const sent = JSON.stringify(model.messageRequests().filter((r) => !isRecall(r) && !isFork(r)));
+    expect(sent).toContain('ACME-WORKSPACE-RULE');
+    expect(sent).toContain('ACME-USER-RULE');
+    for (const leaked of ['OPERATOR-REPO-RULE', 'OPERATOR-USER-RULE', 'RIVAL-SECRET']) {
+      expect(sent).not.toContain(leaked);
+    }
+  });
+
   it('gives every job of a turn the authenticated tenant’s scope, and the workers save its memory in the tenant’s own area', async () => {
     const { acme, rival } = await tenants();
     const service = await startTestWorkerService({

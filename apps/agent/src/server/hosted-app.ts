@@ -193,7 +193,13 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     ...runtime,
     // The tenant's own ENGRAM_HOME area: memory, transcripts, session memory, tool results. Its $HOME is the
     // same area, so the operator's ~/.claude/CLAUDE.md never enters a tenant's context.
-    config: { ...config, engramHome: tenant.home, homeDir: tenant.home, memoryDirOverride: undefined },
+    config: {
+      ...config,
+      engramHome: tenant.home,
+      homeDir: tenant.home,
+      memoryDirOverride: undefined,
+      workspaceRoot: tenant.workspace,
+    },
   });
 
   async function sessionOf(c: Context<Env>): Promise<SessionRecord> {

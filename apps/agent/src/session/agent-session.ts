@@ -171,6 +171,7 @@ export class AgentSession {
       paths,
       homeDir: deps.config.homeDir,
       managedClaudeMdPath: deps.config.managedClaudeMdPath,
+      workspaceRoot: deps.config.workspaceRoot,
       memoryEnabled: deps.memory !== undefined,
     });
     const session = new AgentSession(deps, sessionId, paths, store, context, entries.length > 0, opts.tenant);
@@ -260,6 +261,7 @@ export class AgentSession {
       paths: this.paths,
       homeDir: this.deps.config.homeDir,
       managedClaudeMdPath: this.deps.config.managedClaudeMdPath,
+      workspaceRoot: this.deps.config.workspaceRoot,
       memoryEnabled: this.deps.memory !== undefined,
     });
     this.paramsSaved = false;
