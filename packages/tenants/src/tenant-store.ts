@@ -91,8 +91,22 @@ export function tenantHomeDir(engramHome: string, tenantId: string): string {
   return join(tenantsRoot(engramHome), tenantId, 'home');
 }
 
+/**
+ * A listing of the tenants root taken less than this long after the root last changed is not cached: a
+ * tenant being added has its directory before its record, and a second change within the timestamp's
+ * granularity would not move the mtime again (the same rule git applies to its "racily clean" index).
+ */
+const SETTLE_MS = 2_000;
+
+export interface TenantWorkspace {
+  id: string;
+  workspace: string;
+}
+
 export class TenantStore {
   readonly root: string;
+
+  private workspaceCache: { stamp: string; workspaces: readonly TenantWorkspace[] } | undefined;
 
   constructor(engramHome: string) {
     this.root = tenantsRoot(engramHome);
@@ -215,6 +229,24 @@ export class TenantStore {
       out.push(summary);
     }
     return out;
+  }
+
+  /**
+   * Every tenant's workspace, revoked tenants' too (their files stay), so served turns can hide them from each
+   * other. One `stat` of the tenants root per call once warm: the listing (one record read per tenant) is
+   * cached and taken again when the root changes — `tenants add` creates a directory in it, so a tenant
+   * added by the CLI while `engram serve` runs is hidden from the next turn on. Workspaces never change
+   * after `add`, and revocation is enforced by `authenticate` (which reads the record every time).
+   */
+  async workspaces(): Promise<readonly TenantWorkspace[]> {
+    const st = await fs.stat(this.root, { bigint: true }).catch(() => undefined);
+    if (!st) return [];
+    const stamp = `${st.ino}:${st.mtimeNs}:${st.ctimeNs}:${st.nlink}`;
+    const settled = Date.now() - Number(st.mtimeMs) > SETTLE_MS;
+    if (settled && this.workspaceCache?.stamp === stamp) return this.workspaceCache.workspaces;
+    const workspaces = (await this.list()).map(({ id, workspace }) => ({ id, workspace }));
+    this.workspaceCache = settled ? { stamp, workspaces } : undefined;
+    return workspaces;
   }
 
   /** Revokes the tenant's key at once on every replica. Its files stay (delete them yourself if wanted). */

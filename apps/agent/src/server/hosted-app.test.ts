@@ -441,6 +441,52 @@ describe('engram serve: authentication and tenant isolation', () => {
     expect(results.get('b4')?.content).not.toContain('rival');
   });
 
+  it('takes `engram tenants add|revoke` run while serving into account from the next request on', async () => {
+    const store = new TenantStore(engramHome);
+    const acme = await store.add('acme', workspace(`acme-${namespace}`), { allowedTools: ['Read', 'Bash'] });
+    const { url } = await replica();
+    const session = await call(url, '/v1/sessions', { key: acme.key, body: { cwd: acme.tenant.workspace } });
+    // Outside /tmp (private in the sandbox anyway), like a real host's workspaces.
+    const hostDir = mkdtempSync('/var/tmp/engram-served-late-');
+    closer.defer(async () => rmSync(hostDir, { recursive: true, force: true }));
+    const lateWs = join(hostDir, 'late');
+    mkdirSync(lateWs);
+    writeFileSync(join(lateWs, 'secret.txt'), 'LATE-SECRET');
+    let n = 0;
+    main = (r) => {
+      if (JSON.stringify((r.body.messages as unknown[]).at(-1)).includes('"tool_result"'))
+        return textReply('Looked.');
+      n++;
+      return reply(toolUse('Bash', { command: `cat ${lateWs}/secret.txt; echo done` }, `cat${n}`));
+    };
+    const turn = () =>
+      call(url, `/v1/sessions/${session.body.id}/turns`, { key: acme.key, body: { prompt: 'look' } });
+    const resultOf = (id: string) =>
+      JSON.stringify(
+        model
+          .messageRequests()
+          .flatMap((r) => r.body.messages as Array<{ content: unknown }>)
+          .flatMap((m) => (Array.isArray(m.content) ? m.content : []))
+          .find(
+            (b: { type?: string; tool_use_id?: string }) => b.type === 'tool_result' && b.tool_use_id === id,
+          ),
+      );
+    // Before the tenant exists its directory is just a host directory (read-only to Bash, like the rest).
+    expect((await turn()).status).toBe(200);
+    expect(resultOf('cat1')).toContain('LATE-SECRET');
+    const added = engramSource(['tenants', 'add', 'late', '--workspace', lateWs], env());
+    expect(added.status, added.stderr).toBe(0);
+    // The running server hides the new tenant's workspace from acme's very next turn.
+    expect((await turn()).status).toBe(200);
+    expect(resultOf('cat2')).toContain('done');
+    expect(resultOf('cat2')).not.toContain('LATE-SECRET');
+    const lateKey = added.stdout.trimEnd().split('\n').at(-1)!;
+    expect((await call(url, '/v1/sessions', { key: lateKey, body: { cwd: lateWs } })).status).toBe(201);
+    // Revoked from the CLI: refused on the next request.
+    expect(engramSource(['tenants', 'revoke', 'late'], env()).status).toBe(0);
+    expect((await call(url, '/v1/sessions', { key: lateKey, body: { cwd: lateWs } })).status).toBe(401);
+  });
+
   it('loads a served turn’s CLAUDE.md only from the tenant’s workspace and home, never above them or from a rival', async () => {
     const { acme, rival } = await tenants();
     const ws = acme.tenant.workspace;

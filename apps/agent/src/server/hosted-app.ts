@@ -388,7 +388,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
         });
         emit({ event: 'turn.started', data: { sessionId: record.id, resumed: session.resumed } });
         const allowedTools = effectiveTools(tenant.allowedTools, body.allowedTools);
-        const others = (await tenants.list()).filter((t) => t.id !== tenant.id).map((t) => t.workspace);
+        const others = (await tenants.workspaces()).filter((t) => t.id !== tenant.id).map((t) => t.workspace);
         const served = await sandboxServedBash({
           tenant,
           allowedTools,
