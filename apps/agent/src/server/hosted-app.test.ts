@@ -665,21 +665,100 @@ describe('engram serve: streaming and sessions across replicas', () => {
     const events = await readSse(url, `/v1/sessions/${session.body.id}/turns`, acme.key, {
       prompt: 'what does the readme say?',
     });
+    // Each short text block arrives as one delta while it streams, then as the complete block.
     expect(events.map((e) => e.event)).toEqual([
       'turn.started',
+      'text_delta',
       'text',
       'tool_use',
       'tool_result',
+      'text_delta',
       'text',
       'recall',
       'memory',
       'done',
     ]);
-    expect(events[2]!.data).toMatchObject({ id: 'r1', name: 'Read' });
-    expect(events[3]!.data).toMatchObject({ toolUseId: 'r1', isError: false });
-    expect(events[3]!.data.content).toContain('hello readme');
+    expect(events[1]!.data).toEqual({ turn: 0, index: 0, text: 'Let me look.' });
+    expect(events[3]!.data).toMatchObject({ id: 'r1', name: 'Read' });
+    expect(events[4]!.data).toMatchObject({ toolUseId: 'r1', isError: false });
+    expect(events[4]!.data.content).toContain('hello readme');
+    expect(events[5]!.data).toEqual({ turn: 1, index: 0, text: 'The readme says hello.' });
     expect(events.at(-1)!.data).toMatchObject({ answer: 'The readme says hello.', endReason: 'completed' });
     expect(events.at(-1)!.data.usage.outputTokens).toBeGreaterThan(0);
+  });
+
+  it('streams text deltas while a block is still open; the JSON answer and the transcript are as before', async () => {
+    const { acme } = await tenants();
+    const { url } = await replica();
+    const long = 'Streaming answers arrive piece by piece, several deltas for this one text block.';
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    // The model holds the block open after two deltas until this test has seen them arrive.
+    main = () => ({ ...textReply(long), pauseStream: { afterTextDeltas: 2, until: gate } });
+    const session = await call(url, '/v1/sessions', { key: acme.key, body: { cwd: acme.tenant.workspace } });
+    const res = await fetch(`${url}/v1/sessions/${session.body.id}/turns`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${acme.key}`,
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+      },
+      body: JSON.stringify({ prompt: 'tell me' }),
+    });
+    const events: Array<{ event: string; data: { text?: string } }> = [];
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let buffered = '';
+    let seenBeforeRelease: string[] | undefined;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffered += value;
+      let cut = buffered.indexOf('\n\n');
+      while (cut >= 0) {
+        const block = buffered.slice(0, cut);
+        buffered = buffered.slice(cut + 2);
+        cut = buffered.indexOf('\n\n');
+        const event = /^event: (.*)$/m.exec(block)?.[1];
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (event) events.push({ event, data: data ? JSON.parse(data) : {} });
+      }
+      if (!seenBeforeRelease && events.filter((e) => e.event === 'text_delta').length >= 2) {
+        seenBeforeRelease = events.map((e) => e.event);
+        release();
+      }
+    }
+    // Two deltas reached the client while the model still held the block open (no `text` event yet).
+    expect(seenBeforeRelease).toEqual(['turn.started', 'text_delta', 'text_delta']);
+    const deltas = events.filter((e) => e.event === 'text_delta');
+    expect(deltas.length).toBeGreaterThan(2);
+    expect(deltas.map((e) => e.data.text).join('')).toBe(long);
+    expect(events.filter((e) => e.event === 'text').map((e) => e.data.text)).toEqual([long]);
+
+    // Without SSE: one JSON answer, no deltas in its events; the transcript records the block whole.
+    main = () => textReply(long);
+    const json = await call(url, `/v1/sessions/${session.body.id}/turns`, {
+      key: acme.key,
+      body: { prompt: 'again' },
+    });
+    expect(json.status).toBe(200);
+    expect(json.body.answer).toBe(long);
+    expect(json.body.events.map((e: { event: string }) => e.event)).toEqual([
+      'turn.started',
+      'text',
+      'recall',
+      'memory',
+    ]);
+    const paths = await resolveEngramPaths({ engramHome: acme.tenant.home, cwd: acme.tenant.workspace });
+    const assistantTexts = readFileSync(paths.transcriptPath(session.body.id), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .filter((e) => e.type === 'assistant')
+      .flatMap((e) => e.message.content.filter((b: { type: string }) => b.type === 'text'))
+      .map((b: { text: string }) => b.text);
+    expect(assistantTexts).toEqual([long, long]);
   });
 
   it('runs one turn of a session at a time across two replicas: the other gets 409, or waits when asked', async () => {

@@ -378,6 +378,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     const events: TurnStreamEvent[] = [];
     let push: ((e: TurnStreamEvent) => void) | undefined;
     const emit = (e: TurnStreamEvent) => (push ? push(e) : events.push(e));
+    const streaming = (c.req.header('accept') ?? '').includes('text/event-stream');
 
     const turn = (async (): Promise<TurnResult> => {
       try {
@@ -400,6 +401,13 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
           wrapTools: served.wrapTools,
           signal,
           fence: () => lease.assertHeld(),
+          // Token deltas are for the live stream only; the JSON answer keeps its per-block events.
+          ...(streaming
+            ? {
+                onTextDelta: (d: { turn: number; index: number; text: string }) =>
+                  emit({ event: 'text_delta', data: d }),
+              }
+            : {}),
           onEntry: (entry: ChainEntry) => {
             for (const e of turnEventsOf(entry)) emit(e);
           },
@@ -457,7 +465,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
       return { status: 500 as const, code: e.code ?? 'TURN_FAILED', message: e.message };
     };
 
-    if ((c.req.header('accept') ?? '').includes('text/event-stream')) {
+    if (streaming) {
       return streamSSE(c, async (stream) => {
         let id = 0;
         let chain = Promise.resolve();

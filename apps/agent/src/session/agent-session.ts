@@ -18,7 +18,7 @@ import {
   type QueryLoopResult,
   runQueryLoop,
 } from '@engram/agent-runtime/loop/query-loop';
-import type { ModelClient, Usage } from '@engram/agent-runtime/model/client';
+import type { ModelClient, TextDelta, Usage } from '@engram/agent-runtime/model/client';
 import { estimateTokens, tokenCountWithEstimation } from '@engram/agent-runtime/model/tokens';
 import { defaultTools, toolDefinitions } from '@engram/agent-runtime/tools/registry';
 import type { AnyTool, CanUseTool, ReadFileState } from '@engram/agent-runtime/tools/tool';
@@ -78,6 +78,8 @@ export interface TurnOptions {
   fence?: () => Promise<void>;
   /** Every transcript entry the turn appends, right after it is written (the hosted service streams them). */
   onEntry?: (entry: ChainEntry) => void;
+  /** Text deltas of the model's replies as they stream in (a live view; entries carry the full text). */
+  onTextDelta?: (delta: TextDelta & { turn: number }) => void;
   /**
    * The turn's tools from the session's (same names and definitions, so the cached prefix is unchanged): the
    * hosted service runs a served turn's Bash in the OS sandbox this way.
@@ -341,6 +343,7 @@ export class AgentSession {
         ...(this.gitBranch ? { gitBranch: this.gitBranch } : {}),
         ...(this.readFileState ? { readFileState: this.readFileState } : {}),
         toolResultsDir: this.paths.toolResultsDir(this.sessionId),
+        ...(opts.onTextDelta ? { onTextDelta: opts.onTextDelta } : {}),
         beforeModelCall: async (state) => {
           const attachments = this.conditionalRuleAttachments(state.readFileState, injectedRules);
           // Background memory work that changed files since the last reply: one short notice, first.
