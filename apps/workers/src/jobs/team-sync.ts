@@ -1,5 +1,7 @@
 import { join } from 'node:path';
+import { takeWriterTurn } from '@engram/memory-work/writer-turn';
 import type { TeamSyncResult } from '@engram/queue/jobs/team-sync';
+import { teamSyncQueueConfig } from '@engram/queue/queues/team-sync.config';
 import { type JobHandler, PermanentJobError } from '@engram/queue/worker';
 import { TeamMemoryHttpClient } from '@engram/team-memory/client/http-client';
 import {
@@ -11,6 +13,7 @@ import {
 import { TEAM_SYNC_STATE_FILENAME, TeamSyncStateFile } from '@engram/team-memory/client/sync-state';
 import { Counter, type Registry } from 'prom-client';
 import type { HandlerDeps } from '../service.js';
+import { projectWriterLeaseKey } from './extract.js';
 import { pathsForJob } from './job-paths.js';
 
 // team-sync: one pull or push of a project's team/ directory against the team memory service. The rules live
@@ -90,7 +93,20 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
     };
     const log = { queue: 'team-sync', jobId: ctx.job.id, project: payload.projectDir, repo: payload.repo };
     if (payload.action === 'pull') {
-      const report = await pullTeamMemory(target);
+      // A pull writes into the memory directory, so it is one of the project's memory writers: it takes the
+      // same FIFO writer lease as extraction and consolidation (a consolidation restoring its snapshot can then
+      // never undo files a concurrent pull wrote). Busy: the job parks in line, spending no attempt.
+      const writer = await takeWriterTurn(deps.engine.state, ctx, deps.waker, {
+        key: projectWriterLeaseKey(payload),
+        kind: 'team-sync',
+        ttlMs: deps.config.lockDurationMs ?? teamSyncQueueConfig.lockDurationMs,
+      });
+      let report: PullReport;
+      try {
+        report = await pullTeamMemory(target);
+      } finally {
+        await writer.release();
+      }
       recordPull(metrics, report);
       for (const s of report.skipped)
         logger.warn({ ...log, key: s.key, reason: s.reason }, 'team memory entry not pulled');
