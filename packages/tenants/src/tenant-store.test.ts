@@ -1,4 +1,12 @@
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -97,5 +105,31 @@ describe('TenantStore.workspaces', () => {
     // Revoked tenants stay listed: their workspaces keep their files and stay hidden from the others.
     await store.revoke('acme');
     expect((await store.workspaces()).map((t) => t.id)).toContain('acme');
+  });
+});
+
+describe('TenantStore.teamSyncKey', () => {
+  it('makes one team sync credential per tenant, accepted only where asked for and never after revocation', async () => {
+    const { store, ws } = fresh();
+    const { key } = await store.add('acme', ws('acme'));
+    await store.add('bravo', ws('bravo'));
+    const team = await store.teamSyncKey('acme');
+    expect(team).toMatch(/^egt\.acme\.[0-9a-f]{64}$/);
+    // Made once: the same credential every time, in a file only its owner reads.
+    expect(await store.teamSyncKey('acme')).toBe(team);
+    expect(statSync(join(store.root, 'acme', 'team-sync.key')).mode & 0o777).toBe(0o600);
+    expect(await store.teamSyncKey('bravo')).not.toBe(team);
+    expect((await store.authenticate(`Bearer ${team}`, { teamSync: true }))?.id).toBe('acme');
+    // Not an API key: /v1 (no teamSync option) refuses it; the API key still works on team routes.
+    expect(await store.authenticate(`Bearer ${team}`)).toBeNull();
+    expect((await store.authenticate(`Bearer ${key}`, { teamSync: true }))?.id).toBe('acme');
+    // Another tenant's id with acme's secret is refused.
+    expect(
+      await store.authenticate(`Bearer ${team.replace('acme', 'bravo')}`, { teamSync: true }),
+    ).toBeNull();
+    await store.revoke('acme');
+    expect(await store.authenticate(`Bearer ${team}`, { teamSync: true })).toBeNull();
+    await expect(store.teamSyncKey('acme')).rejects.toMatchObject({ code: 'TENANT_NOT_FOUND' });
+    await expect(store.teamSyncKey('nobody')).rejects.toMatchObject({ code: 'TENANT_NOT_FOUND' });
   });
 });

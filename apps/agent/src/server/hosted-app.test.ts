@@ -14,12 +14,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
-import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
+import { engramPathsFromDirNames, resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { createQueueEngine } from '@engram/queue/engine';
+import { JobProducer } from '@engram/queue/producer';
 import { TenantStore } from '@engram/tenants/tenant-store';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { waitForFinishedJob } from '@engram/testkit/wait';
 import { startTestWorkerService } from '@engram/workers/testing/service.test-helpers';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { isFork, lastUser, textOf } from '../cli.test-helpers.js';
@@ -646,6 +648,86 @@ describe('engram serve: team memory on the same tenants and keys', () => {
     });
     // Another tenant with the same repository name sees none of it.
     expect((await call(url, q, { key: rival.key })).status).toBe(404);
+  });
+});
+
+describe('engram serve: team sync with each tenant’s own credential', () => {
+  it('workers sync a tenant’s team/ with that tenant’s key (no deployment key); it opens only the team routes', async () => {
+    const { store, acme, rival } = await tenants();
+    const { url } = await replica({
+      ENGRAM_TEAM_MEMORY_DATABASE_URL: inject('postgresUrl'),
+      ENGRAM_TEAM_MEMORY_SCHEMA: `tm_${namespace.replace(/[^a-z0-9_]/gi, '_').toLowerCase()}`.slice(0, 60),
+    });
+    // The worker knows the service but holds no key: ENGRAM_TEAM_SYNC_KEY is unset.
+    const service = await startTestWorkerService({
+      modelUrl: model.url,
+      engramHome,
+      namespace,
+      queues: 'team-sync',
+      closer,
+      env: { ENGRAM_TEAM_SYNC_URL: url },
+    });
+    const producer = closer.add(new JobProducer(service.engine));
+    // Both tenants have a project at the same path string, synced to a repository of the same name.
+    const PD = '-srv-app';
+    const teamDirOf = (home: string) =>
+      engramPathsFromDirNames({ engramHome: home, projectDirName: PD, transcriptDirName: PD }).teamDir;
+    for (const [t, text] of [
+      [acme, 'ACME team rule\n'],
+      [rival, 'RIVAL team rule\n'],
+    ] as const) {
+      mkdirSync(teamDirOf(t.tenant.home), { recursive: true });
+      writeFileSync(join(teamDirOf(t.tenant.home), 'rule.md'), text);
+    }
+    const run = async (tenant: string | undefined, action: 'push' | 'pull') => {
+      const { jobId } = await producer.enqueue('team-sync', {
+        ...(tenant ? { tenant } : {}),
+        projectDir: PD,
+        transcriptDir: PD,
+        repo: 'shared/app',
+        action,
+        reason: 'manual',
+        debounceMs: 0,
+        requestedAt: new Date().toISOString(),
+      });
+      return waitForFinishedJob(producer.queue('team-sync'), jobId);
+    };
+    expect((await run('acme', 'push')).returnvalue).toMatchObject({ outcome: 'pushed', pushed: ['rule.md'] });
+    expect((await run('rival', 'push')).returnvalue).toMatchObject({
+      outcome: 'pushed',
+      pushed: ['rule.md'],
+    });
+    const q = '/api/claude_code/team_memory?repo=shared/app';
+    expect((await call(url, q, { key: acme.key })).body.content.entries).toEqual({
+      'rule.md': 'ACME team rule\n',
+    });
+    expect((await call(url, q, { key: rival.key })).body.content.entries).toEqual({
+      'rule.md': 'RIVAL team rule\n',
+    });
+    // A pull lands in the tenant's own area, from the tenant's own store.
+    rmSync(join(teamDirOf(acme.tenant.home), 'rule.md'));
+    expect((await run('acme', 'pull')).returnvalue).toMatchObject({ outcome: 'pulled' });
+    expect(readFileSync(join(teamDirOf(acme.tenant.home), 'rule.md'), 'utf8')).toBe('ACME team rule\n');
+
+    // The credential the workers made: team routes accept it as the tenant, /v1 does not.
+    const teamKey = readFileSync(join(engramHome, 'tenants', 'acme', 'team-sync.key'), 'utf8').trim();
+    expect(teamKey).toMatch(/^egt\.acme\.[0-9a-f]{64}$/);
+    expect((await call(url, q, { key: teamKey })).status).toBe(200);
+    expect(
+      (await call(url, '/v1/sessions', { key: teamKey, body: { cwd: acme.tenant.workspace } })).status,
+    ).toBe(401);
+    // The operator's own jobs need the operator's key, which this worker does not have: a clear permanent error.
+    const operator = await run(undefined, 'push');
+    expect(operator.failedReason).toMatch(/ENGRAM_TEAM_SYNC_KEY/);
+    expect(operator.attemptsMade).toBe(1);
+    // A revoked tenant's credential stops working, and its jobs fail at once.
+    const rivalKey = readFileSync(join(engramHome, 'tenants', 'rival', 'team-sync.key'), 'utf8').trim();
+    expect((await call(url, q, { key: rivalKey })).status).toBe(200);
+    await store.revoke('rival');
+    expect((await call(url, q, { key: rivalKey })).status).toBe(401);
+    const revoked = await run('rival', 'push');
+    expect(revoked.failedReason).toMatch(/unknown or revoked/);
+    expect(revoked.attemptsMade).toBe(1);
   });
 });
 

@@ -52,6 +52,8 @@ export interface ExtraRoute {
   method: ExtraRouteMethod;
   /** A Hono path pattern, e.g. `/api/claude_code/team_memory`. */
   path: string;
+  /** Also accept the tenant's team sync credential (TenantStore.teamSyncKey): the team memory routes only. */
+  acceptsTeamSyncKey?: boolean;
   handler(req: IncomingMessage, res: ServerResponse, ctx: { tenant: Tenant; url: URL }): void | Promise<void>;
 }
 
@@ -260,18 +262,20 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   });
 
   // Everything below needs a tenant's key.
-  const authenticate = async (c: Context<Env>, next: () => Promise<void>) => {
-    const tenant = await tenants.authenticate(c.req.header('authorization'));
-    if (!tenant) {
-      c.header('www-authenticate', 'Bearer realm="engram"');
-      return c.json(
-        errorBody('UNAUTHORIZED', 'Send `Authorization: Bearer <API key>` (from `engram tenants add`).'),
-        401,
-      );
-    }
-    c.set('tenant', tenant);
-    await next();
-  };
+  const authenticateWith =
+    (options: { teamSync?: boolean }) => async (c: Context<Env>, next: () => Promise<void>) => {
+      const tenant = await tenants.authenticate(c.req.header('authorization'), options);
+      if (!tenant) {
+        c.header('www-authenticate', 'Bearer realm="engram"');
+        return c.json(
+          errorBody('UNAUTHORIZED', 'Send `Authorization: Bearer <API key>` (from `engram tenants add`).'),
+          401,
+        );
+      }
+      c.set('tenant', tenant);
+      await next();
+    };
+  const authenticate = authenticateWith({});
   const limit = bodyLimit({
     maxSize: maxBodyBytes,
     onError: (c) =>
@@ -506,11 +510,16 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   });
 
   for (const route of options.routes ?? []) {
-    app.on(route.method, route.path, authenticate, async (c) => {
-      const { incoming, outgoing } = c.env;
-      await route.handler(incoming, outgoing, { tenant: c.get('tenant'), url: new URL(c.req.url) });
-      return RESPONSE_ALREADY_SENT;
-    });
+    app.on(
+      route.method,
+      route.path,
+      authenticateWith({ teamSync: route.acceptsTeamSyncKey === true }),
+      async (c) => {
+        const { incoming, outgoing } = c.env;
+        await route.handler(incoming, outgoing, { tenant: c.get('tenant'), url: new URL(c.req.url) });
+        return RESPONSE_ALREADY_SENT;
+      },
+    );
   }
 
   return {

@@ -166,7 +166,7 @@ export class AgentSession {
       ...(deps.config.memoryDirOverride ? { memoryDirOverride: deps.config.memoryDirOverride } : {}),
     });
     // Team memory first, so the index below loads what the team has (bounded wait; never fails the session).
-    const teamSync = await deps.teamSync?.atSessionStart(paths, sessionId);
+    const teamSync = await deps.teamSync?.atSessionStart(paths, sessionId, opts.tenant);
     const store = new TranscriptStore(paths.transcriptPath(sessionId));
     const { entries } = await store.readAll().catch(() => ({ entries: [] as TranscriptEntry[] }));
     const context = await buildSessionContext({
@@ -411,7 +411,7 @@ export class AgentSession {
         const start = after.findIndex((e) => e.uuid === user.uuid || e.compactedFromUuid === user.uuid);
         const turnEntries = start >= 0 ? after.slice(start) : result.newMessages;
         extract = await this.deps.memory.afterTurn(this, turnEntries, leaf);
-        await this.deps.teamSync?.afterTurn(this.paths, turnEntries, this.sessionId);
+        await this.deps.teamSync?.afterTurn(this.paths, turnEntries, this.sessionId, this.tenant);
         dream = await maybeEnqueueDream(
           this.deps.memory,
           this,

@@ -11,6 +11,7 @@ import {
   pushTeamMemory,
 } from '@engram/team-memory/client/sync';
 import { TEAM_SYNC_STATE_FILENAME, TeamSyncStateFile } from '@engram/team-memory/client/sync-state';
+import { TenantError, TenantStore } from '@engram/tenants/tenant-store';
 import { Counter, type Registry } from 'prom-client';
 import type { HandlerDeps } from '../service.js';
 import { projectWriterLeaseKey } from './extract.js';
@@ -77,7 +78,25 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
     if (!sync) {
       throw new PermanentJobError(
         'TEAM_SYNC_NOT_CONFIGURED',
-        'Team sync is not configured on this worker: set ENGRAM_TEAM_SYNC_URL and ENGRAM_TEAM_SYNC_KEY.',
+        'Team sync is not configured on this worker: set ENGRAM_TEAM_SYNC_URL (and ENGRAM_TEAM_SYNC_KEY for the operator’s own sessions).',
+      );
+    }
+    // Whose credential: a hosted tenant's job syncs with that tenant's own key (from the job's scope, which the
+    // hosted service took from the authenticated request); only the operator's jobs use the worker's key.
+    let apiKey: string;
+    if (payload.tenant) {
+      try {
+        apiKey = await new TenantStore(deps.config.engramHome).teamSyncKey(payload.tenant);
+      } catch (error) {
+        if (error instanceof TenantError) throw new PermanentJobError(error.code, error.message);
+        throw error;
+      }
+    } else if (sync.apiKey) {
+      apiKey = sync.apiKey;
+    } else {
+      throw new PermanentJobError(
+        'TEAM_SYNC_NOT_CONFIGURED',
+        'This job has no tenant and the worker has no ENGRAM_TEAM_SYNC_KEY: set it to the operator’s tenant key.',
       );
     }
     if (payload.debounceMs > 0) {
@@ -88,7 +107,7 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
     const target = {
       teamDir: paths.teamDir,
       repo: payload.repo,
-      http: new TeamMemoryHttpClient({ baseUrl: sync.url, apiKey: sync.apiKey, ...deps.http }),
+      http: new TeamMemoryHttpClient({ baseUrl: sync.url, apiKey, ...deps.http }),
       state: new TeamSyncStateFile(join(paths.projectDir, TEAM_SYNC_STATE_FILENAME)),
     };
     const log = { queue: 'team-sync', jobId: ctx.job.id, project: payload.projectDir, repo: payload.repo };
