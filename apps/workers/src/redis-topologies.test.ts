@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { resolveBackendConfig } from '@engram/queue/backend-config';
 import { createQueueEngine } from '@engram/queue/engine';
 import { JobProducer } from '@engram/queue/producer';
+import { holdLeaseInTurn } from '@engram/queue/state/held-lease';
 import { acquireSessionLease, SessionBusyError } from '@engram/queue/state/session-lease';
+import { tenantKey } from '@engram/queue/state/tenant-scope';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import {
@@ -106,6 +108,23 @@ describe.each(topologies)('extraction on %s', (_name, start) => {
       );
       await lease.assertHeld();
       await lease.release();
+      // A tenant-scoped FIFO writer lease (three keys in one script: lease, fence, waiters), handed over.
+      const writerKey = tenantKey('acme', 'project-writer:-srv-app');
+      const options = { ttlMs: 5_000, reserveMs: 2_000, waiterTtlMs: 10_000 };
+      const first = await holdLeaseInTurn(producerEngine.state, writerKey, {
+        ...options,
+        holder: 'extract:1',
+      });
+      expect(first.held).toBeDefined();
+      const second = await holdLeaseInTurn(service.engine.state, writerKey, {
+        ...options,
+        holder: 'dream:2',
+      });
+      expect(second).toMatchObject({ position: 0, holder: 'extract:1' });
+      expect(await first.held!.release()).toEqual({ next: 'dream:2' });
+      const taken = await holdLeaseInTurn(service.engine.state, writerKey, { ...options, holder: 'dream:2' });
+      expect(taken.held).toBeDefined();
+      await taken.held!.release();
       if (config.kind === 'redis' && config.topology?.mode === 'cluster') {
         expect(producerEngine.namespace).toBe(`{${namespace}}`);
       }
