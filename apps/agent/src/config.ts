@@ -55,6 +55,11 @@ export interface AgentConfig {
   drainTimeoutMs: number;
   enqueueTimeoutMs: number;
   managedClaudeMdPath: string;
+  /**
+   * A served turn's tenant workspace root (set by `engram serve` per tenant, never from the environment):
+   * CLAUDE.md discovery and `@` imports stay inside it and the tenant's own home. Unset for the CLI.
+   */
+  workspaceRoot?: string;
   anthropic: { apiKey: string | undefined; baseURL: string | undefined };
   /** Set when the model is the scripted playground of a keyless `engram dev --scripted-model`. */
   scriptedModel: boolean;

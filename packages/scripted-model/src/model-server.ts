@@ -283,7 +283,12 @@ export class ModelServer {
       usage: fullUsage(usage),
     };
     if (!recorded.stream) return sendJson(res, 200, message);
-    await this.stream(res, message, step.kind === 'error' ? step : undefined);
+    await this.stream(
+      res,
+      message,
+      step.kind === 'error' ? step : undefined,
+      step.kind === 'error' ? undefined : step.pauseStream,
+    );
   }
 
   private async nextStep(recorded: RecordedRequest): Promise<ScriptStep | undefined> {
@@ -347,6 +352,7 @@ export class ModelServer {
     res: ServerResponse,
     message: Record<string, unknown>,
     midStreamError?: ScriptedError,
+    pause?: ScriptedReply['pauseStream'],
   ) {
     res.writeHead(200, {
       'content-type': 'text/event-stream',
@@ -375,7 +381,8 @@ export class ModelServer {
       return;
     }
     const chunk = this.options.streamChunkSize ?? 24;
-    (message.content as ScriptedBlock[]).forEach((block, index) => {
+    let textDeltas = 0;
+    for (const [index, block] of (message.content as ScriptedBlock[]).entries()) {
       if (block.type === 'text') {
         send('content_block_start', {
           type: 'content_block_start',
@@ -388,6 +395,7 @@ export class ModelServer {
             index,
             delta: { type: 'text_delta', text: piece },
           });
+          if (pause && ++textDeltas === pause.afterTextDeltas) await pause.until.catch(() => undefined);
         }
       } else if (block.type === 'tool_use') {
         send('content_block_start', {
@@ -422,7 +430,7 @@ export class ModelServer {
         });
       }
       send('content_block_stop', { type: 'content_block_stop', index });
-    });
+    }
     send('message_delta', {
       type: 'message_delta',
       delta: { stop_reason: message.stop_reason, stop_sequence: null, stop_details: null },

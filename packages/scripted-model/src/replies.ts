@@ -32,6 +32,11 @@ export interface ScriptedReply {
   model?: string;
   /** Lets a test stage a reply that violates the request's output_config.format schema on purpose. */
   skipSchemaValidation?: boolean;
+  /**
+   * Streaming requests: after this many text deltas, hold the rest of the reply until `until` settles, so a
+   * test can observe what a client sees while a block is still open.
+   */
+  pauseStream?: { afterTextDeltas: number; until: Promise<unknown> };
 }
 
 export interface ScriptedError {

@@ -1,4 +1,12 @@
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -66,5 +74,62 @@ describe('TenantStore', () => {
     expect(await resolveTenantCwd(tenant, join(tenant.workspace, '..', 'other'))).toBeUndefined();
     expect(await resolveTenantCwd(tenant, base)).toBeUndefined();
     expect(await resolveTenantCwd(tenant, 'relative')).toBeUndefined();
+  });
+});
+
+describe('TenantStore.workspaces', () => {
+  it('serves a settled listing from its cache and lists again once the tenants root changes', async () => {
+    const { store, ws } = fresh();
+    await store.add('acme', ws('acme'));
+    await store.add('bravo', ws('bravo'));
+    // Right after a change the listing is not trusted to the cache (a record may still be being written).
+    expect((await store.workspaces()).map((t) => t.id)).toEqual(['acme', 'bravo']);
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(store.root, old, old);
+    const warm = await store.workspaces();
+    expect(warm.map((t) => t.id)).toEqual(['acme', 'bravo']);
+    // A record changed behind the store's back, in a way that leaves the root alone: the warm call does not
+    // read the records again (that is what makes it one stat per turn).
+    const record = join(store.root, 'bravo', 'tenant.json');
+    writeFileSync(
+      record,
+      readFileSync(record, 'utf8').replace(/"workspace": "[^"]+"/, '"workspace": "/elsewhere"'),
+    );
+    expect(await store.workspaces()).toBe(warm);
+    // Adding a tenant (as `engram tenants add` does from another process) changes the root: listed again.
+    const added = await new TenantStore(join(store.root, '..')).add('carol', ws('carol'));
+    const after = await store.workspaces();
+    expect(after.map((t) => t.id)).toEqual(['acme', 'bravo', 'carol']);
+    expect(after.find((t) => t.id === 'carol')?.workspace).toBe(added.tenant.workspace);
+    expect(after.find((t) => t.id === 'bravo')?.workspace).toBe('/elsewhere');
+    // Revoked tenants stay listed: their workspaces keep their files and stay hidden from the others.
+    await store.revoke('acme');
+    expect((await store.workspaces()).map((t) => t.id)).toContain('acme');
+  });
+});
+
+describe('TenantStore.teamSyncKey', () => {
+  it('makes one team sync credential per tenant, accepted only where asked for and never after revocation', async () => {
+    const { store, ws } = fresh();
+    const { key } = await store.add('acme', ws('acme'));
+    await store.add('bravo', ws('bravo'));
+    const team = await store.teamSyncKey('acme');
+    expect(team).toMatch(/^egt\.acme\.[0-9a-f]{64}$/);
+    // Made once: the same credential every time, in a file only its owner reads.
+    expect(await store.teamSyncKey('acme')).toBe(team);
+    expect(statSync(join(store.root, 'acme', 'team-sync.key')).mode & 0o777).toBe(0o600);
+    expect(await store.teamSyncKey('bravo')).not.toBe(team);
+    expect((await store.authenticate(`Bearer ${team}`, { teamSync: true }))?.id).toBe('acme');
+    // Not an API key: /v1 (no teamSync option) refuses it; the API key still works on team routes.
+    expect(await store.authenticate(`Bearer ${team}`)).toBeNull();
+    expect((await store.authenticate(`Bearer ${key}`, { teamSync: true }))?.id).toBe('acme');
+    // Another tenant's id with acme's secret is refused.
+    expect(
+      await store.authenticate(`Bearer ${team.replace('acme', 'bravo')}`, { teamSync: true }),
+    ).toBeNull();
+    await store.revoke('acme');
+    expect(await store.authenticate(`Bearer ${team}`, { teamSync: true })).toBeNull();
+    await expect(store.teamSyncKey('acme')).rejects.toMatchObject({ code: 'TENANT_NOT_FOUND' });
+    await expect(store.teamSyncKey('nobody')).rejects.toMatchObject({ code: 'TENANT_NOT_FOUND' });
   });
 });

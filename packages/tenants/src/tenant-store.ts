@@ -12,6 +12,7 @@ import { z } from 'zod';
 //   $ENGRAM_HOME/tenants/<id>/home/         the tenant's own ENGRAM_HOME: projects/<p>/memory, transcripts,
 //                                           session memory, tool results — never shared with another tenant
 //   $ENGRAM_HOME/tenants/<id>/sessions/     one record per API session (its cwd), see the agent's server
+//   $ENGRAM_HOME/tenants/<id>/team-sync.key the tenant's team sync credential, made on first use by a worker
 //
 // A key is `egk.<tenant id>.<64 hex>`: the id says which record to read, the secret is compared with the
 // stored hash in constant time. The key is shown once, when the tenant is added or its key rotated; only the
@@ -71,6 +72,18 @@ export class TenantError extends Error {
 }
 
 const KEY_PATTERN = /^egk\.([a-z0-9][a-z0-9-]{0,62})\.([0-9a-f]{64})$/;
+const TEAM_SYNC_KEY_PATTERN = /^egt\.([a-z0-9][a-z0-9-]{0,62})\.([0-9a-f]{64})$/;
+
+/** Where a tenant's team sync credential lives (outside its home area: never visible to its turns). */
+export const TEAM_SYNC_KEY_FILENAME = 'team-sync.key';
+
+export interface AuthenticateOptions {
+  /**
+   * Also accept the tenant's team sync credential (`egt.…`): only the team memory routes do. It is what the
+   * workers present when they sync a tenant's `memory/team/`, so no deployment-wide key is needed.
+   */
+  teamSync?: boolean;
+}
 
 function hashSecret(secret: string): string {
   return createHash('sha256').update(secret, 'utf8').digest('hex');
@@ -91,8 +104,22 @@ export function tenantHomeDir(engramHome: string, tenantId: string): string {
   return join(tenantsRoot(engramHome), tenantId, 'home');
 }
 
+/**
+ * A listing of the tenants root taken less than this long after the root last changed is not cached: a
+ * tenant being added has its directory before its record, and a second change within the timestamp's
+ * granularity would not move the mtime again (the same rule git applies to its "racily clean" index).
+ */
+const SETTLE_MS = 2_000;
+
+export interface TenantWorkspace {
+  id: string;
+  workspace: string;
+}
+
 export class TenantStore {
   readonly root: string;
+
+  private workspaceCache: { stamp: string; workspaces: readonly TenantWorkspace[] } | undefined;
 
   constructor(engramHome: string) {
     this.root = tenantsRoot(engramHome);
@@ -217,6 +244,24 @@ export class TenantStore {
     return out;
   }
 
+  /**
+   * Every tenant's workspace, revoked tenants' too (their files stay), so served turns can hide them from each
+   * other. One `stat` of the tenants root per call once warm: the listing (one record read per tenant) is
+   * cached and taken again when the root changes — `tenants add` creates a directory in it, so a tenant
+   * added by the CLI while `engram serve` runs is hidden from the next turn on. Workspaces never change
+   * after `add`, and revocation is enforced by `authenticate` (which reads the record every time).
+   */
+  async workspaces(): Promise<readonly TenantWorkspace[]> {
+    const st = await fs.stat(this.root, { bigint: true }).catch(() => undefined);
+    if (!st) return [];
+    const stamp = `${st.ino}:${st.mtimeNs}:${st.ctimeNs}:${st.nlink}`;
+    const settled = Date.now() - Number(st.mtimeMs) > SETTLE_MS;
+    if (settled && this.workspaceCache?.stamp === stamp) return this.workspaceCache.workspaces;
+    const workspaces = (await this.list()).map(({ id, workspace }) => ({ id, workspace }));
+    this.workspaceCache = settled ? { stamp, workspaces } : undefined;
+    return workspaces;
+  }
+
   /** Revokes the tenant's key at once on every replica. Its files stay (delete them yourself if wanted). */
   async revoke(id: string): Promise<TenantSummary> {
     const record = await this.read(id);
@@ -231,8 +276,49 @@ export class TenantStore {
     return summary;
   }
 
+  /**
+   * The tenant's team sync credential, created (exclusively, mode 0600) on first use. Workers present it to
+   * the team memory service when they pull or push the tenant's `memory/team/`: each tenant syncs with its
+   * own credential, which the service accepts for the team memory routes only (`authenticate` with
+   * `teamSync`), never for `/v1`. Refused for an unknown or revoked tenant.
+   */
+  async teamSyncKey(id: string): Promise<string> {
+    const record = await this.read(id);
+    if (!record || record.revokedAt) {
+      throw new TenantError(
+        'TENANT_NOT_FOUND',
+        `No active tenant ${JSON.stringify(id)} (unknown or revoked); its team memory is not synced.`,
+      );
+    }
+    const path = join(this.root, id, TEAM_SYNC_KEY_FILENAME);
+    const fresh = `egt.${id}.${randomBytes(32).toString('hex')}`;
+    if (await createExclusive(path, `${fresh}\n`, { mode: 0o600, dirMode: 0o700 })) return fresh;
+    const stored = (await fs.readFile(path, 'utf8')).trim();
+    if (!TEAM_SYNC_KEY_PATTERN.test(stored) || TEAM_SYNC_KEY_PATTERN.exec(stored)?.[1] !== id) {
+      throw new Error(`${path} does not hold a team sync key of tenant ${id}; delete it to make a new one.`);
+    }
+    return stored;
+  }
+
+  private async authenticateTeamSyncKey(key: string): Promise<Tenant | null> {
+    const match = TEAM_SYNC_KEY_PATTERN.exec(key);
+    if (!match) return null;
+    const id = match[1]!;
+    const record = await this.read(id).catch(() => undefined);
+    if (!record || record.revokedAt) return null;
+    const stored = await fs.readFile(join(this.root, id, TEAM_SYNC_KEY_FILENAME), 'utf8').then(
+      (t) => t.trim(),
+      () => undefined,
+    );
+    if (!stored) return null;
+    const given = Buffer.from(hashSecret(key), 'hex');
+    const expected = Buffer.from(hashSecret(stored), 'hex');
+    return timingSafeEqual(given, expected) ? this.toTenant(record) : null;
+  }
+
   /** The tenant a key belongs to, or null for a malformed, unknown, wrong or revoked key. */
-  async authenticateKey(key: string): Promise<Tenant | null> {
+  async authenticateKey(key: string, options: AuthenticateOptions = {}): Promise<Tenant | null> {
+    if (options.teamSync && key.startsWith('egt.')) return this.authenticateTeamSyncKey(key);
     const match = KEY_PATTERN.exec(key);
     if (!match) return null;
     const record = await this.read(match[1]!).catch(() => undefined);
@@ -244,11 +330,14 @@ export class TenantStore {
   }
 
   /** `authenticate(req.headers.authorization)`: Bearer scheme only; anything else → null. */
-  async authenticate(authorizationHeader: string | undefined | null): Promise<Tenant | null> {
+  async authenticate(
+    authorizationHeader: string | undefined | null,
+    options: AuthenticateOptions = {},
+  ): Promise<Tenant | null> {
     if (!authorizationHeader) return null;
     const match = /^Bearer[ ]+(\S+)\s*$/i.exec(authorizationHeader);
     if (!match) return null;
-    return this.authenticateKey(match[1]!);
+    return this.authenticateKey(match[1]!, options);
   }
 }
 

@@ -78,8 +78,12 @@ export interface WorkersConfig {
     basicAuth: { user: string; password: string } | undefined;
   };
   logLevel: string;
-  /** The team memory service and this deployment's tenant key (both set, or team sync is off). */
-  teamSync: { url: string; apiKey: string } | undefined;
+  /**
+   * The team memory service (team sync is off without its URL). `apiKey` is the operator's own tenant key, for
+   * jobs without a tenant (the CLI's sessions); a hosted tenant's jobs use that tenant's own credential
+   * (TenantStore.teamSyncKey), so a deployment that only serves tenants sets the URL alone.
+   */
+  teamSync: { url: string; apiKey: string | undefined } | undefined;
 }
 
 export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): WorkersConfig {
@@ -93,9 +97,9 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
       'Invalid worker configuration:\n  ENGRAM_DASHBOARD_USER and ENGRAM_DASHBOARD_PASSWORD must be set together.',
     );
   }
-  if ((e.ENGRAM_TEAM_SYNC_URL === undefined) !== (e.ENGRAM_TEAM_SYNC_KEY === undefined)) {
+  if (e.ENGRAM_TEAM_SYNC_KEY !== undefined && e.ENGRAM_TEAM_SYNC_URL === undefined) {
     throw new ConfigError(
-      'Invalid worker configuration:\n  ENGRAM_TEAM_SYNC_URL and ENGRAM_TEAM_SYNC_KEY must be set together (or neither: team sync off).',
+      'Invalid worker configuration:\n  ENGRAM_TEAM_SYNC_KEY is set without ENGRAM_TEAM_SYNC_URL (the team memory service to use it with).',
     );
   }
   let queues = [...JOB_KINDS];
@@ -163,9 +167,8 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
           : undefined,
     },
     logLevel: e.LOG_LEVEL,
-    teamSync:
-      e.ENGRAM_TEAM_SYNC_URL && e.ENGRAM_TEAM_SYNC_KEY
-        ? { url: e.ENGRAM_TEAM_SYNC_URL, apiKey: e.ENGRAM_TEAM_SYNC_KEY }
-        : undefined,
+    teamSync: e.ENGRAM_TEAM_SYNC_URL
+      ? { url: e.ENGRAM_TEAM_SYNC_URL, apiKey: e.ENGRAM_TEAM_SYNC_KEY }
+      : undefined,
   };
 }

@@ -56,7 +56,12 @@ export async function startServer(
         ...(settings.ENGRAM_TEAM_MEMORY_SCHEMA ? { schema: settings.ENGRAM_TEAM_MEMORY_SCHEMA } : {}),
       })
     : undefined;
-  const routes = [...(opts.routes ?? []), ...((team?.routes ?? []) as readonly ExtraRoute[])];
+  // The team routes also accept a tenant's team sync credential: what the workers sync its team/ with.
+  const teamRoutes = ((team?.routes ?? []) as readonly ExtraRoute[]).map((r) => ({
+    ...r,
+    acceptsTeamSyncKey: true,
+  }));
+  const routes = [...(opts.routes ?? []), ...teamRoutes];
   const hosted = createHostedApp({
     config,
     maxBodyBytes: settings.ENGRAM_SERVE_MAX_BODY_BYTES,

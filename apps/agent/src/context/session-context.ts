@@ -32,6 +32,8 @@ export interface BuildContextOptions {
   paths: EngramPaths;
   homeDir: string;
   managedClaudeMdPath: string;
+  /** Served turns: the tenant's workspace root, the bound of CLAUDE.md discovery (LoadClaudeMdOptions). */
+  workspaceRoot?: string | undefined;
   memoryEnabled: boolean;
   now?: Date;
 }
@@ -55,6 +57,7 @@ export async function buildSessionContext(opts: BuildContextOptions): Promise<Se
     projectRoot: paths.projectRoot,
     homeDir: opts.homeDir,
     managedPath: opts.managedClaudeMdPath,
+    ...(opts.workspaceRoot !== undefined ? { boundary: opts.workspaceRoot } : {}),
   });
   const memoryFiles: MemoryContextFile[] = [];
   const indexOverflows: SessionContext['indexOverflows'] = [];

@@ -33,18 +33,17 @@ export async function maybeEnqueueDream(
   nowMs = Date.now(),
 ): Promise<MemoryWorkStatus> {
   const scope = memory.projectRef(ref);
-  const { projectDir } = scope;
   try {
     const store = memory.engine.state;
     await store.ready();
-    const last = await lastConsolidatedAt(store, projectDir);
+    const last = await lastConsolidatedAt(store, scope);
     let sessionIds: string[] = [];
     const gate = await runDreamGate({
       nowMs,
       lastConsolidatedAtMs: last,
       minHours: thresholds.minHours,
       minSessions: thresholds.minSessions,
-      acquireScanThrottle: () => tryClaimSessionScan(store, projectDir, thresholds.scanIntervalMs),
+      acquireScanThrottle: () => tryClaimSessionScan(store, scope, thresholds.scanIntervalMs),
       countSessionsTouched: async () => {
         sessionIds = await listSessionsTouchedSince(ref.paths.transcriptDir, last ?? 0, {
           excludeSessionId: ref.sessionId,
@@ -77,11 +76,11 @@ export async function takeNewDreamReceipt(
   memory: MemoryQueue,
   ref: SessionRef,
 ): Promise<DreamReceipt | undefined> {
-  const { projectDir } = memory.projectRef(ref);
+  const scope = memory.projectRef(ref);
   const store = memory.engine.state;
-  const receipt = await store.getJson<DreamReceipt>(dreamReceiptKey(projectDir));
+  const receipt = await store.getJson<DreamReceipt>(dreamReceiptKey(scope));
   if (!receipt) return undefined;
-  const shownKey = `${dreamReceiptKey(projectDir)}:shown`;
+  const shownKey = `${dreamReceiptKey(scope)}:shown`;
   const shown = await store.getJson<number>(shownKey);
   if (shown !== undefined && shown >= receipt.atMs) return undefined;
   await store.setJson(shownKey, receipt.atMs, DREAM_RECEIPT_TTL_MS);

@@ -76,7 +76,7 @@ export class MemoryQueue {
   sessionState(ref: SessionRef): SessionState {
     return new SessionState(
       this.engine.state,
-      { transcriptDir: this.projectRef(ref).transcriptDir, sessionId: ref.sessionId },
+      { ...this.projectRef(ref), sessionId: ref.sessionId },
       { ttlMs: sessionStateTtlMs(this.config.cleanupPeriodDays) },
     );
   }

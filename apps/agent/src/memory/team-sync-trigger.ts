@@ -3,6 +3,7 @@ import { hasMemoryWritesSince, isMemoryPathSync } from '@engram/memory-core/extr
 import type { EngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import type { TeamSyncPayload, TeamSyncResult } from '@engram/queue/jobs/team-sync';
+import { tenantKey } from '@engram/queue/state/tenant-scope';
 import { repoIdentityOf } from '@engram/team-memory/client/repo-identity';
 import type { AgentConfig } from '../config.js';
 import type { MemoryQueue } from './memory-queue.js';
@@ -20,6 +21,8 @@ export type TeamSyncStatus =
   | { status: 'skipped'; reason: string };
 
 interface Project {
+  /** The hosted tenant whose session this is (workers sync its own area with its own credential). */
+  tenant?: string;
   repo: string;
   projectDir: string;
   transcriptDir: string;
@@ -33,8 +36,8 @@ export class TeamSyncTrigger {
     private readonly config: NonNullable<AgentConfig['teamSync']>,
   ) {}
 
-  async atSessionStart(paths: EngramPaths, sessionId?: string): Promise<TeamSyncStatus> {
-    const project = await this.project(paths);
+  async atSessionStart(paths: EngramPaths, sessionId?: string, tenant?: string): Promise<TeamSyncStatus> {
+    const project = await this.project(paths, tenant);
     if ('reason' in project) return { status: 'skipped', reason: project.reason };
     const queued = await this.memory.enqueue(
       'team-sync',
@@ -69,11 +72,12 @@ export class TeamSyncTrigger {
     paths: EngramPaths,
     turnEntries: readonly ChainEntry[],
     sessionId?: string,
+    tenant?: string,
   ): Promise<TeamSyncStatus> {
     if (!hasMemoryWritesSince(turnEntries, undefined, (p) => isMemoryPathSync(p, paths.teamDir))) {
       return { status: 'skipped', reason: 'this turn did not write team memory' };
     }
-    return this.push(paths, 'write', this.config.debounceMs, sessionId);
+    return this.push(paths, 'write', this.config.debounceMs, sessionId, tenant);
   }
 
   async push(
@@ -81,8 +85,9 @@ export class TeamSyncTrigger {
     reason: TeamSyncPayload['reason'],
     debounceMs = 0,
     sessionId?: string,
+    tenant?: string,
   ): Promise<TeamSyncStatus> {
-    const project = await this.project(paths);
+    const project = await this.project(paths, tenant);
     if ('reason' in project) return { status: 'skipped', reason: project.reason };
     const queued = await this.memory.enqueue(
       'team-sync',
@@ -108,14 +113,21 @@ export class TeamSyncTrigger {
     );
   }
 
-  private async project(paths: EngramPaths): Promise<Project | { reason: string }> {
+  private async project(paths: EngramPaths, tenant?: string): Promise<Project | { reason: string }> {
     const projectDir = sanitizePath(paths.projectRoot);
-    const known = this.projects.get(projectDir);
+    // Per tenant: two tenants' projects at one path string are two projects (two areas, two credentials).
+    const id = tenantKey(tenant, projectDir);
+    const known = this.projects.get(id);
     if (known) return known;
     const identity = await repoIdentityOf(paths.projectRoot);
     if (!identity.ok) return { reason: `team sync is off for this project: ${identity.reason}` };
-    const project = { repo: identity.repo, projectDir, transcriptDir: sanitizePath(paths.cwd) };
-    this.projects.set(projectDir, project);
+    const project: Project = {
+      ...(tenant ? { tenant } : {}),
+      repo: identity.repo,
+      projectDir,
+      transcriptDir: sanitizePath(paths.cwd),
+    };
+    this.projects.set(id, project);
     return project;
   }
 
@@ -127,6 +139,7 @@ export class TeamSyncTrigger {
     sessionId?: string,
   ): TeamSyncPayload {
     return {
+      ...(project.tenant ? { tenant: project.tenant } : {}),
       projectDir: project.projectDir,
       transcriptDir: project.transcriptDir,
       repo: project.repo,

@@ -14,12 +14,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
-import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
+import { engramPathsFromDirNames, resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { createQueueEngine } from '@engram/queue/engine';
+import { JobProducer } from '@engram/queue/producer';
 import { TenantStore } from '@engram/tenants/tenant-store';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { waitForFinishedJob } from '@engram/testkit/wait';
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { isFork, lastUser, textOf } from '../cli.test-helpers.js';
@@ -441,6 +443,87 @@ describe('engram serve: authentication and tenant isolation', () => {
     expect(results.get('b4')?.content).not.toContain('rival');
   });
 
+  it('takes `engram tenants add|revoke` run while serving into account from the next request on', async () => {
+    const store = new TenantStore(engramHome);
+    const acme = await store.add('acme', workspace(`acme-${namespace}`), { allowedTools: ['Read', 'Bash'] });
+    const { url } = await replica();
+    const session = await call(url, '/v1/sessions', { key: acme.key, body: { cwd: acme.tenant.workspace } });
+    // Outside /tmp (private in the sandbox anyway), like a real host's workspaces.
+    const hostDir = mkdtempSync('/var/tmp/engram-served-late-');
+    closer.defer(async () => rmSync(hostDir, { recursive: true, force: true }));
+    const lateWs = join(hostDir, 'late');
+    mkdirSync(lateWs);
+    writeFileSync(join(lateWs, 'secret.txt'), 'LATE-SECRET');
+    let n = 0;
+    main = (r) => {
+      if (JSON.stringify((r.body.messages as unknown[]).at(-1)).includes('"tool_result"'))
+        return textReply('Looked.');
+      n++;
+      return reply(toolUse('Bash', { command: `cat ${lateWs}/secret.txt; echo done` }, `cat${n}`));
+    };
+    const turn = () =>
+      call(url, `/v1/sessions/${session.body.id}/turns`, { key: acme.key, body: { prompt: 'look' } });
+    const resultOf = (id: string) =>
+      JSON.stringify(
+        model
+          .messageRequests()
+          .flatMap((r) => r.body.messages as Array<{ content: unknown }>)
+          .flatMap((m) => (Array.isArray(m.content) ? m.content : []))
+          .find(
+            (b: { type?: string; tool_use_id?: string }) => b.type === 'tool_result' && b.tool_use_id === id,
+          ),
+      );
+    // Before the tenant exists its directory is just a host directory (read-only to Bash, like the rest).
+    expect((await turn()).status).toBe(200);
+    expect(resultOf('cat1')).toContain('LATE-SECRET');
+    const added = engramSource(['tenants', 'add', 'late', '--workspace', lateWs], env());
+    expect(added.status, added.stderr).toBe(0);
+    // The running server hides the new tenant's workspace from acme's very next turn.
+    expect((await turn()).status).toBe(200);
+    expect(resultOf('cat2')).toContain('done');
+    expect(resultOf('cat2')).not.toContain('LATE-SECRET');
+    const lateKey = added.stdout.trimEnd().split('\n').at(-1)!;
+    expect((await call(url, '/v1/sessions', { key: lateKey, body: { cwd: lateWs } })).status).toBe(201);
+    // Revoked from the CLI: refused on the next request.
+    expect(engramSource(['tenants', 'revoke', 'late'], env()).status).toBe(0);
+    expect((await call(url, '/v1/sessions', { key: lateKey, body: { cwd: lateWs } })).status).toBe(401);
+  });
+
+  it('loads a served turn’s CLAUDE.md only from the tenant’s workspace and home, never above them or from a rival', async () => {
+    const { acme, rival } = await tenants();
+    const ws = acme.tenant.workspace;
+    // The workspaces live inside the operator's git repository, whose root holds the operator's CLAUDE.md.
+    const above = join(base, 'workspaces');
+    expect(spawnSync('git', ['init', '-q', above]).status).toBe(0);
+    closer.defer(async () => rmSync(join(above, '.git'), { recursive: true, force: true }));
+    writeFileSync(join(above, 'CLAUDE.md'), 'OPERATOR-REPO-RULE');
+    closer.defer(async () => rmSync(join(above, 'CLAUDE.md'), { force: true }));
+    mkdirSync(join(base, 'operator-home', '.claude'), { recursive: true });
+    writeFileSync(join(base, 'operator-home', '.claude', 'CLAUDE.md'), 'OPERATOR-USER-RULE');
+    writeFileSync(join(rival.tenant.workspace, 'secret.md'), 'RIVAL-SECRET');
+    mkdirSync(join(acme.tenant.home, '.claude'), { recursive: true });
+    writeFileSync(join(acme.tenant.home, '.claude', 'CLAUDE.md'), 'ACME-USER-RULE');
+    const rivalName = rival.tenant.workspace.split('/').at(-1);
+    writeFileSync(
+      join(ws, 'CLAUDE.md'),
+      `ACME-WORKSPACE-RULE\n@../${rivalName}/secret.md\n@${join(above, 'CLAUDE.md')}\n@./link.md\n`,
+    );
+    symlinkSync(join(rival.tenant.workspace, 'secret.md'), join(ws, 'link.md'));
+    const { url } = await replica();
+    const session = await call(url, '/v1/sessions', { key: acme.key, body: { cwd: ws } });
+    const turn = await call(url, `/v1/sessions/${session.body.id}/turns`, {
+      key: acme.key,
+      body: { prompt: 'hello' },
+    });
+    expect(turn.status).toBe(200);
+    const sent = JSON.stringify(model.messageRequests().filter((r) => !isRecall(r) && !isFork(r)));
+    expect(sent).toContain('ACME-WORKSPACE-RULE');
+    expect(sent).toContain('ACME-USER-RULE');
+    for (const leaked of ['OPERATOR-REPO-RULE', 'OPERATOR-USER-RULE', 'RIVAL-SECRET']) {
+      expect(sent).not.toContain(leaked);
+    }
+  });
+
   it('gives every job of a turn the authenticated tenant’s scope, and the workers save its memory in the tenant’s own area', async () => {
     const { acme, rival } = await tenants();
     const service = await startTestWorkerService({
@@ -568,6 +651,86 @@ describe('engram serve: team memory on the same tenants and keys', () => {
   });
 });
 
+describe('engram serve: team sync with each tenant’s own credential', () => {
+  it('workers sync a tenant’s team/ with that tenant’s key (no deployment key); it opens only the team routes', async () => {
+    const { store, acme, rival } = await tenants();
+    const { url } = await replica({
+      ENGRAM_TEAM_MEMORY_DATABASE_URL: inject('postgresUrl'),
+      ENGRAM_TEAM_MEMORY_SCHEMA: `tm_${namespace.replace(/[^a-z0-9_]/gi, '_').toLowerCase()}`.slice(0, 60),
+    });
+    // The worker knows the service but holds no key: ENGRAM_TEAM_SYNC_KEY is unset.
+    const service = await startTestWorkerService({
+      modelUrl: model.url,
+      engramHome,
+      namespace,
+      queues: 'team-sync',
+      closer,
+      env: { ENGRAM_TEAM_SYNC_URL: url },
+    });
+    const producer = closer.add(new JobProducer(service.engine));
+    // Both tenants have a project at the same path string, synced to a repository of the same name.
+    const PD = '-srv-app';
+    const teamDirOf = (home: string) =>
+      engramPathsFromDirNames({ engramHome: home, projectDirName: PD, transcriptDirName: PD }).teamDir;
+    for (const [t, text] of [
+      [acme, 'ACME team rule\n'],
+      [rival, 'RIVAL team rule\n'],
+    ] as const) {
+      mkdirSync(teamDirOf(t.tenant.home), { recursive: true });
+      writeFileSync(join(teamDirOf(t.tenant.home), 'rule.md'), text);
+    }
+    const run = async (tenant: string | undefined, action: 'push' | 'pull') => {
+      const { jobId } = await producer.enqueue('team-sync', {
+        ...(tenant ? { tenant } : {}),
+        projectDir: PD,
+        transcriptDir: PD,
+        repo: 'shared/app',
+        action,
+        reason: 'manual',
+        debounceMs: 0,
+        requestedAt: new Date().toISOString(),
+      });
+      return waitForFinishedJob(producer.queue('team-sync'), jobId);
+    };
+    expect((await run('acme', 'push')).returnvalue).toMatchObject({ outcome: 'pushed', pushed: ['rule.md'] });
+    expect((await run('rival', 'push')).returnvalue).toMatchObject({
+      outcome: 'pushed',
+      pushed: ['rule.md'],
+    });
+    const q = '/api/claude_code/team_memory?repo=shared/app';
+    expect((await call(url, q, { key: acme.key })).body.content.entries).toEqual({
+      'rule.md': 'ACME team rule\n',
+    });
+    expect((await call(url, q, { key: rival.key })).body.content.entries).toEqual({
+      'rule.md': 'RIVAL team rule\n',
+    });
+    // A pull lands in the tenant's own area, from the tenant's own store.
+    rmSync(join(teamDirOf(acme.tenant.home), 'rule.md'));
+    expect((await run('acme', 'pull')).returnvalue).toMatchObject({ outcome: 'pulled' });
+    expect(readFileSync(join(teamDirOf(acme.tenant.home), 'rule.md'), 'utf8')).toBe('ACME team rule\n');
+
+    // The credential the workers made: team routes accept it as the tenant, /v1 does not.
+    const teamKey = readFileSync(join(engramHome, 'tenants', 'acme', 'team-sync.key'), 'utf8').trim();
+    expect(teamKey).toMatch(/^egt\.acme\.[0-9a-f]{64}$/);
+    expect((await call(url, q, { key: teamKey })).status).toBe(200);
+    expect(
+      (await call(url, '/v1/sessions', { key: teamKey, body: { cwd: acme.tenant.workspace } })).status,
+    ).toBe(401);
+    // The operator's own jobs need the operator's key, which this worker does not have: a clear permanent error.
+    const operator = await run(undefined, 'push');
+    expect(operator.failedReason).toMatch(/ENGRAM_TEAM_SYNC_KEY/);
+    expect(operator.attemptsMade).toBe(1);
+    // A revoked tenant's credential stops working, and its jobs fail at once.
+    const rivalKey = readFileSync(join(engramHome, 'tenants', 'rival', 'team-sync.key'), 'utf8').trim();
+    expect((await call(url, q, { key: rivalKey })).status).toBe(200);
+    await store.revoke('rival');
+    expect((await call(url, q, { key: rivalKey })).status).toBe(401);
+    const revoked = await run('rival', 'push');
+    expect(revoked.failedReason).toMatch(/unknown or revoked/);
+    expect(revoked.attemptsMade).toBe(1);
+  });
+});
+
 describe('engram serve: streaming and sessions across replicas', () => {
   it('streams a turn as Server-Sent Events to the end', async () => {
     const { acme } = await tenants();
@@ -584,21 +747,100 @@ describe('engram serve: streaming and sessions across replicas', () => {
     const events = await readSse(url, `/v1/sessions/${session.body.id}/turns`, acme.key, {
       prompt: 'what does the readme say?',
     });
+    // Each short text block arrives as one delta while it streams, then as the complete block.
     expect(events.map((e) => e.event)).toEqual([
       'turn.started',
+      'text_delta',
       'text',
       'tool_use',
       'tool_result',
+      'text_delta',
       'text',
       'recall',
       'memory',
       'done',
     ]);
-    expect(events[2]!.data).toMatchObject({ id: 'r1', name: 'Read' });
-    expect(events[3]!.data).toMatchObject({ toolUseId: 'r1', isError: false });
-    expect(events[3]!.data.content).toContain('hello readme');
+    expect(events[1]!.data).toEqual({ turn: 0, index: 0, text: 'Let me look.' });
+    expect(events[3]!.data).toMatchObject({ id: 'r1', name: 'Read' });
+    expect(events[4]!.data).toMatchObject({ toolUseId: 'r1', isError: false });
+    expect(events[4]!.data.content).toContain('hello readme');
+    expect(events[5]!.data).toEqual({ turn: 1, index: 0, text: 'The readme says hello.' });
     expect(events.at(-1)!.data).toMatchObject({ answer: 'The readme says hello.', endReason: 'completed' });
     expect(events.at(-1)!.data.usage.outputTokens).toBeGreaterThan(0);
+  });
+
+  it('streams text deltas while a block is still open; the JSON answer and the transcript are as before', async () => {
+    const { acme } = await tenants();
+    const { url } = await replica();
+    const long = 'Streaming answers arrive piece by piece, several deltas for this one text block.';
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    // The model holds the block open after two deltas until this test has seen them arrive.
+    main = () => ({ ...textReply(long), pauseStream: { afterTextDeltas: 2, until: gate } });
+    const session = await call(url, '/v1/sessions', { key: acme.key, body: { cwd: acme.tenant.workspace } });
+    const res = await fetch(`${url}/v1/sessions/${session.body.id}/turns`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${acme.key}`,
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+      },
+      body: JSON.stringify({ prompt: 'tell me' }),
+    });
+    const events: Array<{ event: string; data: { text?: string } }> = [];
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let buffered = '';
+    let seenBeforeRelease: string[] | undefined;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffered += value;
+      let cut = buffered.indexOf('\n\n');
+      while (cut >= 0) {
+        const block = buffered.slice(0, cut);
+        buffered = buffered.slice(cut + 2);
+        cut = buffered.indexOf('\n\n');
+        const event = /^event: (.*)$/m.exec(block)?.[1];
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (event) events.push({ event, data: data ? JSON.parse(data) : {} });
+      }
+      if (!seenBeforeRelease && events.filter((e) => e.event === 'text_delta').length >= 2) {
+        seenBeforeRelease = events.map((e) => e.event);
+        release();
+      }
+    }
+    // Two deltas reached the client while the model still held the block open (no `text` event yet).
+    expect(seenBeforeRelease).toEqual(['turn.started', 'text_delta', 'text_delta']);
+    const deltas = events.filter((e) => e.event === 'text_delta');
+    expect(deltas.length).toBeGreaterThan(2);
+    expect(deltas.map((e) => e.data.text).join('')).toBe(long);
+    expect(events.filter((e) => e.event === 'text').map((e) => e.data.text)).toEqual([long]);
+
+    // Without SSE: one JSON answer, no deltas in its events; the transcript records the block whole.
+    main = () => textReply(long);
+    const json = await call(url, `/v1/sessions/${session.body.id}/turns`, {
+      key: acme.key,
+      body: { prompt: 'again' },
+    });
+    expect(json.status).toBe(200);
+    expect(json.body.answer).toBe(long);
+    expect(json.body.events.map((e: { event: string }) => e.event)).toEqual([
+      'turn.started',
+      'text',
+      'recall',
+      'memory',
+    ]);
+    const paths = await resolveEngramPaths({ engramHome: acme.tenant.home, cwd: acme.tenant.workspace });
+    const assistantTexts = readFileSync(paths.transcriptPath(session.body.id), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .filter((e) => e.type === 'assistant')
+      .flatMap((e) => e.message.content.filter((b: { type: string }) => b.type === 'text'))
+      .map((b: { text: string }) => b.text);
+    expect(assistantTexts).toEqual([long, long]);
   });
 
   it('runs one turn of a session at a time across two replicas: the other gets 409, or waits when asked', async () => {

@@ -10,6 +10,7 @@ import {
   SessionBusyError,
   type SessionLease,
   SessionLeaseLostError,
+  sessionLeaseKey,
 } from '@engram/queue/state/session-lease';
 import { SessionState } from '@engram/queue/state/session-state';
 import { resolveTenantCwd, SERVED_TOOLS, type Tenant, TenantStore } from '@engram/tenants/tenant-store';
@@ -51,6 +52,8 @@ export interface ExtraRoute {
   method: ExtraRouteMethod;
   /** A Hono path pattern, e.g. `/api/claude_code/team_memory`. */
   path: string;
+  /** Also accept the tenant's team sync credential (TenantStore.teamSyncKey): the team memory routes only. */
+  acceptsTeamSyncKey?: boolean;
   handler(req: IncomingMessage, res: ServerResponse, ctx: { tenant: Tenant; url: URL }): void | Promise<void>;
 }
 
@@ -192,7 +195,13 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     ...runtime,
     // The tenant's own ENGRAM_HOME area: memory, transcripts, session memory, tool results. Its $HOME is the
     // same area, so the operator's ~/.claude/CLAUDE.md never enters a tenant's context.
-    config: { ...config, engramHome: tenant.home, homeDir: tenant.home, memoryDirOverride: undefined },
+    config: {
+      ...config,
+      engramHome: tenant.home,
+      homeDir: tenant.home,
+      memoryDirOverride: undefined,
+      workspaceRoot: tenant.workspace,
+    },
   });
 
   async function sessionOf(c: Context<Env>): Promise<SessionRecord> {
@@ -253,18 +262,20 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   });
 
   // Everything below needs a tenant's key.
-  const authenticate = async (c: Context<Env>, next: () => Promise<void>) => {
-    const tenant = await tenants.authenticate(c.req.header('authorization'));
-    if (!tenant) {
-      c.header('www-authenticate', 'Bearer realm="engram"');
-      return c.json(
-        errorBody('UNAUTHORIZED', 'Send `Authorization: Bearer <API key>` (from `engram tenants add`).'),
-        401,
-      );
-    }
-    c.set('tenant', tenant);
-    await next();
-  };
+  const authenticateWith =
+    (options: { teamSync?: boolean }) => async (c: Context<Env>, next: () => Promise<void>) => {
+      const tenant = await tenants.authenticate(c.req.header('authorization'), options);
+      if (!tenant) {
+        c.header('www-authenticate', 'Bearer realm="engram"');
+        return c.json(
+          errorBody('UNAUTHORIZED', 'Send `Authorization: Bearer <API key>` (from `engram tenants add`).'),
+          401,
+        );
+      }
+      c.set('tenant', tenant);
+      await next();
+    };
+  const authenticate = authenticateWith({});
   const limit = bodyLimit({
     maxSize: maxBodyBytes,
     onError: (c) =>
@@ -302,7 +313,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   app.get('/v1/sessions/:id', async (c) => {
     const record = await sessionOf(c);
     const lease = await stateStore()
-      .getLease(`session:${record.tenant}:${record.id}`)
+      .getLease(sessionLeaseKey({ tenant: record.tenant, sessionId: record.id }))
       .catch(() => undefined);
     return c.json({ id: record.id, cwd: record.cwd, createdAt: record.createdAt, busy: lease !== undefined });
   });
@@ -310,6 +321,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   app.get('/v1/sessions/:id/memory', async (c) => {
     const record = await sessionOf(c);
     const state = new SessionState(stateStore(), {
+      tenant: record.tenant,
       transcriptDir: sanitizePath(record.cwd),
       sessionId: record.id,
     });
@@ -370,6 +382,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     const events: TurnStreamEvent[] = [];
     let push: ((e: TurnStreamEvent) => void) | undefined;
     const emit = (e: TurnStreamEvent) => (push ? push(e) : events.push(e));
+    const streaming = (c.req.header('accept') ?? '').includes('text/event-stream');
 
     const turn = (async (): Promise<TurnResult> => {
       try {
@@ -380,7 +393,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
         });
         emit({ event: 'turn.started', data: { sessionId: record.id, resumed: session.resumed } });
         const allowedTools = effectiveTools(tenant.allowedTools, body.allowedTools);
-        const others = (await tenants.list()).filter((t) => t.id !== tenant.id).map((t) => t.workspace);
+        const others = (await tenants.workspaces()).filter((t) => t.id !== tenant.id).map((t) => t.workspace);
         const served = await sandboxServedBash({
           tenant,
           allowedTools,
@@ -392,6 +405,13 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
           wrapTools: served.wrapTools,
           signal,
           fence: () => lease.assertHeld(),
+          // Token deltas are for the live stream only; the JSON answer keeps its per-block events.
+          ...(streaming
+            ? {
+                onTextDelta: (d: { turn: number; index: number; text: string }) =>
+                  emit({ event: 'text_delta', data: d }),
+              }
+            : {}),
           onEntry: (entry: ChainEntry) => {
             for (const e of turnEventsOf(entry)) emit(e);
           },
@@ -449,7 +469,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
       return { status: 500 as const, code: e.code ?? 'TURN_FAILED', message: e.message };
     };
 
-    if ((c.req.header('accept') ?? '').includes('text/event-stream')) {
+    if (streaming) {
       return streamSSE(c, async (stream) => {
         let id = 0;
         let chain = Promise.resolve();
@@ -490,11 +510,16 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   });
 
   for (const route of options.routes ?? []) {
-    app.on(route.method, route.path, authenticate, async (c) => {
-      const { incoming, outgoing } = c.env;
-      await route.handler(incoming, outgoing, { tenant: c.get('tenant'), url: new URL(c.req.url) });
-      return RESPONSE_ALREADY_SENT;
-    });
+    app.on(
+      route.method,
+      route.path,
+      authenticateWith({ teamSync: route.acceptsTeamSyncKey === true }),
+      async (c) => {
+        const { incoming, outgoing } = c.env;
+        await route.handler(incoming, outgoing, { tenant: c.get('tenant'), url: new URL(c.req.url) });
+        return RESPONSE_ALREADY_SENT;
+      },
+    );
   }
 
   return {

@@ -116,9 +116,10 @@ export function openApiDocument() {
         post: {
           summary: 'Run one turn',
           description:
-            'With `Accept: text/event-stream` the turn streams as Server-Sent Events: turn.started, text, ' +
-            'tool_use, tool_result, recall.injected, recall, memory, done, or error. Otherwise one JSON ' +
-            'object. A turn of a session that is already running answers 409 unless `wait` is set (or ' +
+            'With `Accept: text/event-stream` the turn streams as Server-Sent Events: turn.started, ' +
+            'text_delta (`{turn, index, text}`: a piece of a text block as the model streams it), text (the ' +
+            'complete block), tool_use, tool_result, recall.injected, recall, memory, done, or error. ' +
+            'Otherwise one JSON object, whose `events` are the same without text_delta and done. A turn of a session that is already running answers 409 unless `wait` is set (or ' +
             '`Prefer: wait=<seconds>`).',
           parameters: [sessionIdParam],
           requestBody: {

@@ -4,11 +4,17 @@ import { RELEVANT_MEMORIES_ATTACHMENT_KIND } from '@engram/memory-core/recall/pr
 // The events of a served turn, in the order they happen (docs/hosted-api.md lists them). Streamed as
 // Server-Sent Events (`event: <name>`, `data: <JSON>`) when the client accepts text/event-stream; returned as
 // `events` in the JSON answer otherwise. They are derived from the transcript entries the turn appends, so
-// a stream shows exactly what the transcript records.
+// a stream shows exactly what the transcript records — except `text_delta`, the live view of the model's
+// streamed reply, which only the SSE stream carries (its block then follows as one `text` event).
 
 export type TurnStreamEvent =
   | { event: 'turn.started'; data: { sessionId: string; resumed: boolean } }
-  /** A text block of a model reply (the model client is not streamed: one event per block, as it arrives). */
+  /**
+   * A piece of a text block as the model streams it (SSE only). `turn` is the model call within this turn
+   * (0-based), `index` the block within that reply; the block's `text` event follows once it is complete.
+   */
+  | { event: 'text_delta'; data: { turn: number; index: number; text: string } }
+  /** A complete text block of a model reply, once the reply is recorded in the transcript. */
   | { event: 'text'; data: { text: string } }
   | { event: 'tool_use'; data: { id: string; name: string; input: unknown } }
   | {

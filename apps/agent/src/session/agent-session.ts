@@ -18,7 +18,7 @@ import {
   type QueryLoopResult,
   runQueryLoop,
 } from '@engram/agent-runtime/loop/query-loop';
-import type { ModelClient, Usage } from '@engram/agent-runtime/model/client';
+import type { ModelClient, TextDelta, Usage } from '@engram/agent-runtime/model/client';
 import { estimateTokens, tokenCountWithEstimation } from '@engram/agent-runtime/model/tokens';
 import { defaultTools, toolDefinitions } from '@engram/agent-runtime/tools/registry';
 import type { AnyTool, CanUseTool, ReadFileState } from '@engram/agent-runtime/tools/tool';
@@ -78,6 +78,8 @@ export interface TurnOptions {
   fence?: () => Promise<void>;
   /** Every transcript entry the turn appends, right after it is written (the hosted service streams them). */
   onEntry?: (entry: ChainEntry) => void;
+  /** Text deltas of the model's replies as they stream in (a live view; entries carry the full text). */
+  onTextDelta?: (delta: TextDelta & { turn: number }) => void;
   /**
    * The turn's tools from the session's (same names and definitions, so the cached prefix is unchanged): the
    * hosted service runs a served turn's Bash in the OS sandbox this way.
@@ -164,13 +166,14 @@ export class AgentSession {
       ...(deps.config.memoryDirOverride ? { memoryDirOverride: deps.config.memoryDirOverride } : {}),
     });
     // Team memory first, so the index below loads what the team has (bounded wait; never fails the session).
-    const teamSync = await deps.teamSync?.atSessionStart(paths, sessionId);
+    const teamSync = await deps.teamSync?.atSessionStart(paths, sessionId, opts.tenant);
     const store = new TranscriptStore(paths.transcriptPath(sessionId));
     const { entries } = await store.readAll().catch(() => ({ entries: [] as TranscriptEntry[] }));
     const context = await buildSessionContext({
       paths,
       homeDir: deps.config.homeDir,
       managedClaudeMdPath: deps.config.managedClaudeMdPath,
+      workspaceRoot: deps.config.workspaceRoot,
       memoryEnabled: deps.memory !== undefined,
     });
     const session = new AgentSession(deps, sessionId, paths, store, context, entries.length > 0, opts.tenant);
@@ -260,6 +263,7 @@ export class AgentSession {
       paths: this.paths,
       homeDir: this.deps.config.homeDir,
       managedClaudeMdPath: this.deps.config.managedClaudeMdPath,
+      workspaceRoot: this.deps.config.workspaceRoot,
       memoryEnabled: this.deps.memory !== undefined,
     });
     this.paramsSaved = false;
@@ -339,6 +343,7 @@ export class AgentSession {
         ...(this.gitBranch ? { gitBranch: this.gitBranch } : {}),
         ...(this.readFileState ? { readFileState: this.readFileState } : {}),
         toolResultsDir: this.paths.toolResultsDir(this.sessionId),
+        ...(opts.onTextDelta ? { onTextDelta: opts.onTextDelta } : {}),
         beforeModelCall: async (state) => {
           const attachments = this.conditionalRuleAttachments(state.readFileState, injectedRules);
           // Background memory work that changed files since the last reply: one short notice, first.
@@ -406,7 +411,7 @@ export class AgentSession {
         const start = after.findIndex((e) => e.uuid === user.uuid || e.compactedFromUuid === user.uuid);
         const turnEntries = start >= 0 ? after.slice(start) : result.newMessages;
         extract = await this.deps.memory.afterTurn(this, turnEntries, leaf);
-        await this.deps.teamSync?.afterTurn(this.paths, turnEntries, this.sessionId);
+        await this.deps.teamSync?.afterTurn(this.paths, turnEntries, this.sessionId, this.tenant);
         dream = await maybeEnqueueDream(
           this.deps.memory,
           this,

@@ -1,4 +1,5 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -223,6 +224,108 @@ describe('CLAUDE.md loading', () => {
     expect(files.find((f) => f.importedFrom === join(home, '.claude', 'CLAUDE.md'))?.content).toBe(
       'SECRET OUTSIDE',
     );
+  });
+
+  describe('a served turn (bounded at the tenant workspace)', () => {
+    // The host as `engram serve` sees it: a git repository above everything (the operator's), the tenants'
+    // workspaces inside it, each tenant's own home area, and the operator's home.
+    function hosted() {
+      const root = mkdtempSync(join(tmpdir(), 'engram-claudemd-served-'));
+      const ws = join(root, 'workspaces', 'acme');
+      const rival = join(root, 'workspaces', 'bravo');
+      const cwd = join(ws, 'app');
+      const home = join(root, 'tenants', 'acme', 'home');
+      const operatorHome = join(root, 'operator-home');
+      for (const d of [
+        cwd,
+        join(rival, '.claude'),
+        join(home, '.claude', 'rules'),
+        join(operatorHome, '.claude'),
+        join(cwd, '.claude', 'rules'),
+      ])
+        mkdirSync(d, { recursive: true });
+      writeFileSync(join(root, 'CLAUDE.md'), 'OPERATOR REPO RULE');
+      writeFileSync(join(root, 'workspaces', 'CLAUDE.md'), 'ABOVE WORKSPACE RULE');
+      writeFileSync(join(operatorHome, '.claude', 'CLAUDE.md'), 'OPERATOR USER RULE');
+      writeFileSync(join(rival, 'secret.md'), 'RIVAL SECRET');
+      writeFileSync(join(rival, '.claude', 'CLAUDE.md'), 'RIVAL RULE');
+      writeFileSync(join(home, 'notes.md'), 'HOME OUTSIDE CLAUDE DIR');
+      writeFileSync(
+        join(home, '.claude', 'CLAUDE.md'),
+        'tenant user rule @~/.claude/extra.md @/etc/hostname',
+      );
+      writeFileSync(join(home, '.claude', 'extra.md'), 'tenant user extra');
+      writeFileSync(join(home, '.claude', 'rules', 'own.md'), 'tenant user rules file');
+      writeFileSync(join(ws, 'CLAUDE.md'), 'workspace rule @./shared.md');
+      writeFileSync(join(ws, 'shared.md'), 'workspace shared');
+      writeFileSync(
+        join(cwd, 'CLAUDE.md'),
+        [
+          'app rule',
+          '@../../bravo/secret.md',
+          `@${join(rival, 'secret.md')}`,
+          '@~/notes.md',
+          '@~/.claude/extra.md',
+          '@./link.md',
+          '@../../../CLAUDE.md',
+        ].join('\n'),
+      );
+      // Symlinks the tenant could plant in its own workspace, pointing at the rival's files.
+      symlinkSync(join(rival, 'secret.md'), join(cwd, 'link.md'));
+      symlinkSync(join(rival, 'secret.md'), join(cwd, 'CLAUDE.local.md'));
+      symlinkSync(join(rival, '.claude', 'CLAUDE.md'), join(cwd, '.claude', 'CLAUDE.md'));
+      symlinkSync(join(rival, 'secret.md'), join(cwd, '.claude', 'rules', 'evil.md'));
+      writeFileSync(join(cwd, '.claude', 'rules', 'good.md'), 'app rules file');
+      // A FIFO named like a rule must not hang the load.
+      execFileSync('mkfifo', [join(ws, 'CLAUDE.local.md')]);
+      return { root, ws, cwd, home, operatorHome };
+    }
+
+    it('reads nothing above the workspace or in another tenant’s, whatever the imports and symlinks say', async () => {
+      const { root, ws, cwd, home } = hosted();
+      const files = await loadClaudeMdFiles({
+        cwd,
+        projectRoot: root, // the git root is the operator's repository, above the workspace
+        homeDir: home,
+        managedPath: '/nonexistent',
+        boundary: ws,
+      });
+      const text = files.map((f) => f.content).join('\n');
+      for (const leaked of [
+        'OPERATOR REPO RULE',
+        'ABOVE WORKSPACE RULE',
+        'OPERATOR USER RULE',
+        'RIVAL SECRET',
+        'RIVAL RULE',
+        'HOME OUTSIDE CLAUDE DIR',
+      ]) {
+        expect(text).not.toContain(leaked);
+      }
+      // /etc/hostname from the tenant's own user file is outside both areas too.
+      expect(files.some((f) => f.path === '/etc/hostname')).toBe(false);
+      expect(files.map((f) => f.content.split(' @')[0]?.split('\n')[0])).toEqual([
+        'tenant user rule',
+        'tenant user extra',
+        'tenant user rules file',
+        'workspace rule',
+        'workspace shared',
+        'app rule',
+        'app rules file',
+      ]);
+    });
+
+    it('without a boundary (the CLI) keeps Claude Code’s behaviour: the project walk starts at the git root', async () => {
+      const { root, cwd, operatorHome } = hosted();
+      const files = await loadClaudeMdFiles({
+        cwd,
+        projectRoot: root,
+        homeDir: operatorHome,
+        managedPath: '/nonexistent',
+      });
+      const text = files.map((f) => f.content).join('\n');
+      expect(text).toContain('OPERATOR REPO RULE');
+      expect(text).toContain('OPERATOR USER RULE');
+    });
   });
 
   it('finds @mentions outside code, keeps e-mail addresses and trailing punctuation out', () => {

@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { promises as fs, constants as fsConstants } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import picomatch from 'picomatch';
 import { parse as parseYaml } from 'yaml';
@@ -34,19 +34,43 @@ export interface LoadClaudeMdOptions {
   homeDir: string;
   /** Organisation-managed instructions (default /etc/claude-code/CLAUDE.md on Linux). */
   managedPath?: string;
+  /**
+   * A served turn's tenant workspace root. Set, nothing outside it is read: project files are collected from
+   * the project root or this boundary (whichever is deeper) down to cwd, and every file — user files, project
+   * and local files, rules and `@` imports of any depth — must resolve (symlinks followed) inside the boundary
+   * or be Markdown under `homeDir/.claude` (the tenant's own home area). The managed file is the operator's
+   * deliberate policy for everyone and stays. Unset (the CLI): Claude Code's behaviour.
+   */
+  boundary?: string;
 }
 
-async function readIfFile(path: string): Promise<string | undefined> {
+/**
+ * The text of `path` if it is a file. With `confine`, the file is judged by what was actually opened: the
+ * path of the open descriptor (Linux: /proc/self/fd), so a symlink swapped between a check and the read
+ * cannot slip another file in.
+ */
+async function readIfFile(path: string, confine?: (real: string) => boolean): Promise<string | undefined> {
+  let handle: import('node:fs/promises').FileHandle | undefined;
   try {
-    const stat = await fs.stat(path);
+    // Non-blocking, so a FIFO planted as CLAUDE.md cannot hang the open (it is then refused: not a file).
+    handle = await fs.open(path, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+    if (confine) {
+      const real = await fs
+        .readlink(`/proc/self/fd/${handle.fd}`)
+        .catch(() => fs.realpath(path).catch(() => undefined));
+      if (real === undefined || !confine(real)) return undefined;
+    }
+    const stat = await handle.stat();
     if (!stat.isFile()) return undefined;
-    const text = await fs.readFile(path, 'utf8');
+    const text = await handle.readFile('utf8');
     if (text.includes('\u0000')) return undefined;
     return text.length > MAX_CLAUDE_MD_CHARS
       ? `${text.slice(0, MAX_CLAUDE_MD_CHARS)}\n\n[… ${text.length - MAX_CLAUDE_MD_CHARS} more characters not loaded …]`
       : text;
   } catch {
     return undefined;
+  } finally {
+    await handle?.close().catch(() => undefined);
   }
 }
 
@@ -189,6 +213,8 @@ interface ImportScope {
   homeDir: string;
   projectRoot: string;
   seen: Set<string>;
+  /** Whether a resolved (real) path may be read at all; set for served turns (LoadClaudeMdOptions.boundary). */
+  confine?: (real: string) => boolean;
 }
 
 /**
@@ -212,13 +238,14 @@ async function importsOf(file: ClaudeMdFile, depth: number, scope: ImportScope):
       continue; // not a file: `@someone` in prose, or a file that does not exist
     }
     if (scope.seen.has(real)) continue;
+    if (scope.confine && file.kind !== 'managed' && !scope.confine(real)) continue;
     if (file.kind === 'project' || file.kind === 'local') {
       const userClaudeDir = join(scope.homeDir, '.claude');
       const allowed =
         isInside(real, scope.projectRoot) || (isInside(real, userClaudeDir) && real.endsWith('.md'));
       if (!allowed) continue;
     }
-    const content = await readIfFile(real);
+    const content = await readIfFile(real, file.kind === 'managed' ? undefined : scope.confine);
     if (content === undefined) continue;
     scope.seen.add(real);
     const imported: ClaudeMdFile = { path: target, kind: file.kind, content, importedFrom: file.path };
@@ -254,9 +281,26 @@ async function markdownFilesUnder(dir: string): Promise<string[]> {
   });
 }
 
+const realOr = (path: string) => fs.realpath(path).catch(() => resolve(path));
+
 export async function loadClaudeMdFiles(opts: LoadClaudeMdOptions): Promise<ClaudeMdFile[]> {
   const files: ClaudeMdFile[] = [];
-  const scope: ImportScope = { homeDir: opts.homeDir, projectRoot: opts.projectRoot, seen: new Set() };
+  let projectRoot = opts.projectRoot;
+  let confine: ((real: string) => boolean) | undefined;
+  if (opts.boundary !== undefined) {
+    const boundary = await realOr(opts.boundary);
+    const userClaudeDir = await realOr(join(opts.homeDir, '.claude'));
+    confine = (real) => isInside(real, boundary) || (isInside(real, userClaudeDir) && real.endsWith('.md'));
+    // A git root above the workspace (or a cwd outside it) never widens the walk past the boundary.
+    const [root, cwd] = await Promise.all([realOr(opts.projectRoot), realOr(opts.cwd)]);
+    if (!isInside(root, boundary)) projectRoot = isInside(cwd, boundary) ? boundary : cwd;
+  }
+  const scope: ImportScope = {
+    homeDir: opts.homeDir,
+    projectRoot,
+    seen: new Set(),
+    ...(confine ? { confine } : {}),
+  };
   const push = async (file: ClaudeMdFile) => {
     const real = await fs.realpath(file.path).catch(() => file.path);
     if (scope.seen.has(real)) return;
@@ -265,12 +309,12 @@ export async function loadClaudeMdFiles(opts: LoadClaudeMdOptions): Promise<Clau
     files.push(...(await importsOf(file, 0, scope)));
   };
   const add = async (path: string, kind: ClaudeMdKind) => {
-    const content = await readIfFile(path);
+    const content = await readIfFile(path, kind === 'managed' ? undefined : confine);
     if (content !== undefined) await push({ path, kind, content });
   };
   const addRules = async (rulesDir: string, kind: ClaudeMdKind, baseDir: string) => {
     for (const path of await markdownFilesUnder(rulesDir)) {
-      const raw = await readIfFile(path);
+      const raw = await readIfFile(path, kind === 'managed' ? undefined : confine);
       if (raw === undefined) continue;
       const { body, paths } = parseRuleFrontmatter(raw);
       if (!body.trim()) continue;
@@ -279,8 +323,8 @@ export async function loadClaudeMdFiles(opts: LoadClaudeMdOptions): Promise<Clau
   };
   await add(opts.managedPath ?? '/etc/claude-code/CLAUDE.md', 'managed');
   await add(join(opts.homeDir, '.claude', 'CLAUDE.md'), 'user');
-  await addRules(join(opts.homeDir, '.claude', 'rules'), 'user', opts.projectRoot);
-  const dirs = dirsFromRootTo(opts.projectRoot, opts.cwd);
+  await addRules(join(opts.homeDir, '.claude', 'rules'), 'user', projectRoot);
+  const dirs = dirsFromRootTo(projectRoot, opts.cwd);
   for (const dir of dirs) {
     await add(join(dir, 'CLAUDE.md'), 'project');
     await add(join(dir, '.claude', 'CLAUDE.md'), 'project');

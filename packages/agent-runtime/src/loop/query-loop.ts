@@ -1,4 +1,4 @@
-import type { ModelClient, ModelRequest, ModelResponse, Usage } from '../model/client.js';
+import type { ModelClient, ModelRequest, ModelResponse, TextDelta, Usage } from '../model/client.js';
 import { addUsage, EMPTY_USAGE, usageToApi } from '../model/client.js';
 import { ModelAbortedError } from '../model/errors.js';
 import type {
@@ -102,6 +102,11 @@ export interface QueryLoopOptions {
   onTurnEnd?: (state: QueryLoopState & { endReason: EndReason }) => void | Promise<void>;
   /** Every new entry, in order, as soon as it exists: append it to the transcript here. */
   onMessage?: (entry: ChainEntry) => void | Promise<void>;
+  /**
+   * Text deltas of the replies as the model streams them (`turn`: 0-based model call of this run). Only a
+   * live view: the entries (`onMessage`) and the transcript carry the same text, complete, per block.
+   */
+  onTextDelta?: (delta: TextDelta & { turn: number }) => void;
   /** Every request exactly as handed to the client (before cache markers). */
   onRequest?: (request: ModelRequest) => void | Promise<void>;
   now?: () => Date;
@@ -210,7 +215,12 @@ export async function runQueryLoop(options: QueryLoopOptions): Promise<QueryLoop
     await opts.onRequest?.(request);
     let response: ModelResponse;
     try {
-      response = await opts.client.send(request, opts.signal ? { signal: opts.signal } : {});
+      const onTextDelta = opts.onTextDelta;
+      const turn = turns;
+      response = await opts.client.send(request, {
+        ...(opts.signal ? { signal: opts.signal } : {}),
+        ...(onTextDelta ? { onTextDelta: (d: TextDelta) => onTextDelta({ ...d, turn }) } : {}),
+      });
     } catch (e) {
       if (e instanceof ModelAbortedError) return finish('aborted');
       throw e;

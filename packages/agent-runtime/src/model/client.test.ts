@@ -50,6 +50,32 @@ const base: ModelRequest = {
 };
 
 describe('createModelClient', () => {
+  it('hands each text delta to onTextDelta as it streams, and returns the same reply as without it', async () => {
+    const long = 'A reply long enough to arrive in several text deltas from the streaming API.';
+    server.script(reply(text(long), toolUse('Read', { file_path: '/a.txt' }, 'toolu_1'), text('Tail.')));
+    server.script(reply(text(long), toolUse('Read', { file_path: '/a.txt' }, 'toolu_1'), text('Tail.')));
+    const deltas: Array<{ index: number; text: string }> = [];
+    const streamed = await clientFor(server).send(base, { onTextDelta: (d) => deltas.push(d) });
+    const plain = await clientFor(server).send(base);
+    expect(streamed.message.content).toEqual(plain.message.content);
+    expect(deltas.filter((d) => d.index === 0).length).toBeGreaterThan(2);
+    expect(
+      deltas
+        .filter((d) => d.index === 0)
+        .map((d) => d.text)
+        .join(''),
+    ).toBe(long);
+    expect(deltas.filter((d) => d.index === 2).map((d) => d.text)).toEqual(['Tail.']);
+    // A listener that throws does not break the call.
+    server.script(textReply(long));
+    const survived = await clientFor(server).send(base, {
+      onTextDelta: () => {
+        throw new Error('listener bug');
+      },
+    });
+    expect(survived.message.content).toEqual([{ type: 'text', text: long }]);
+  });
+
   it('streams a reply into content blocks, a stop reason and usage', async () => {
     server.script(reply(text('Let me look.'), toolUse('Read', { file_path: '/a.txt' }, 'toolu_1')));
     const response = await clientFor(server).send(base);

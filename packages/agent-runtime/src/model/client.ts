@@ -39,6 +39,17 @@ export interface ModelResponse {
 
 export interface SendOptions {
   signal?: AbortSignal;
+  /**
+   * `send` only: each text delta of the streamed reply as it arrives (`index` is the content block's). The
+   * returned response is the same with or without it; a throwing callback never breaks the call.
+   */
+  onTextDelta?: (delta: TextDelta) => void;
+}
+
+export interface TextDelta {
+  /** Index of the content block the text belongs to, in the reply being streamed. */
+  index: number;
+  text: string;
 }
 
 export interface ModelClient {
@@ -199,6 +210,17 @@ export function createModelClient(opts: ModelClientOptions = {}): ModelClient {
           toBody(request),
           sendOpts.signal ? { signal: sendOpts.signal } : undefined,
         );
+        const onTextDelta = sendOpts.onTextDelta;
+        if (onTextDelta) {
+          stream.on('streamEvent', (event) => {
+            if (event.type !== 'content_block_delta' || event.delta.type !== 'text_delta') return;
+            try {
+              onTextDelta({ index: event.index, text: event.delta.text });
+            } catch {
+              // A listener's failure is its own; the reply still completes.
+            }
+          });
+        }
         return toResponse(await stream.finalMessage());
       } catch (e) {
         throw toModelError(e);

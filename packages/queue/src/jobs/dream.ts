@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { type ProjectScope, projectKey } from '../state/tenant-scope.js';
 import { entryUuid, forkUsage, projectRef, sessionId } from './common.js';
 
 // dream: consolidate a project's memories; one per project at a time (docs/design.md §5).
@@ -84,12 +85,12 @@ export const dreamJob = {
   kind: 'dream',
   queue: 'memory-dream',
   payload: dreamPayload,
-  deduplicationId: (p: DreamPayload) => `dream:${p.projectDir}`,
+  deduplicationId: (p: DreamPayload) => projectKey(p, (dir) => `dream:${dir}`),
 } as const;
 
 /** Where the dream worker leaves the last consolidation's receipt for the next foreground session. */
-export function dreamReceiptKey(projectDir: string): string {
-  return `dream-receipt:${projectDir}`;
+export function dreamReceiptKey(project: ProjectScope): string {
+  return projectKey(project, (dir) => `dream-receipt:${dir}`);
 }
 
 /** Receipts outlive sessions by the transcript retention period. */

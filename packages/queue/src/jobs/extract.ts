@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { SessionState } from '../state/session-state.js';
 import type { StateStore } from '../state/state-store.js';
+import { tenantKey } from '../state/tenant-scope.js';
 import { forkUsage, leafRef, projectRef, sessionId } from './common.js';
 
 // extract: after a turn ends, distil memories from the messages since the session's cursor (docs/design.md §5).
@@ -35,7 +36,7 @@ export const extractJob = {
   queue: 'memory-extract',
   payload: extractPayload,
   /** One active + one pending per session; the newest pending payload wins. */
-  deduplicationId: (p: ExtractPayload) => `extract:${p.transcriptDir}:${p.sessionId}`,
+  deduplicationId: (p: ExtractPayload) => tenantKey(p.tenant, `extract:${p.transcriptDir}:${p.sessionId}`),
   /**
    * BullMQ deduplication keeps the *first* payload while a job is still waiting; recording the newest request
    * lets the worker cover it anyway, so the newest pending payload wins in every state.

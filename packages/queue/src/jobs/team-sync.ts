@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { projectKey } from '../state/tenant-scope.js';
 import { projectRef, sessionId } from './common.js';
 
 // team-sync: pull a project's team memory from the team memory service, or push local changes to it
@@ -54,5 +55,8 @@ export const teamSyncJob = {
    * behind a debounce.
    */
   deduplicationId: (p: TeamSyncPayload) =>
-    `team-sync:${p.action}${p.action === 'push' && p.debounceMs > 0 ? '-debounced' : ''}:${p.projectDir}`,
+    projectKey(
+      p,
+      (dir) => `team-sync:${p.action}${p.action === 'push' && p.debounceMs > 0 ? '-debounced' : ''}:${dir}`,
+    ),
 } as const;

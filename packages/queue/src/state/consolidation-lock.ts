@@ -1,5 +1,6 @@
 import { EngramError } from '@engram/errors/engram-error';
 import type { StateStore } from './state-store.js';
+import { type ProjectScope, projectDirOf, projectKey } from './tenant-scope.js';
 
 // The per-project consolidation lock (docs/design.md §5 dream; docs/claude-code-memory.md §8.5–9), rebuilt for many
 // machines on the StateStore primitives only, so it holds on every engine (Redis, PostgreSQL):
@@ -62,16 +63,16 @@ export class ConsolidationLockError extends EngramError {
   }
 }
 
-export function consolidationLeaseKey(projectDir: string): string {
-  return `consolidation:${projectDir}`;
+export function consolidationLeaseKey(project: ProjectScope): string {
+  return projectKey(project, (dir) => `consolidation:${dir}`);
 }
 
-function recordKey(projectDir: string): string {
-  return `consolidation:${projectDir}:last`;
+function recordKey(project: ProjectScope): string {
+  return projectKey(project, (dir) => `consolidation:${dir}:last`);
 }
 
-function scanKey(projectDir: string): string {
-  return `consolidation:${projectDir}:scan`;
+function scanKey(project: ProjectScope): string {
+  return projectKey(project, (dir) => `consolidation:${dir}:scan`);
 }
 
 /** The time a record stands for once its run is over (or, for a dead running holder, the rolled-back time). */
@@ -84,7 +85,7 @@ const orUndefined = (ms: number): number | undefined => (ms > 0 ? ms : undefined
 /** "Last consolidated at" and the running holder, as every replica sees them. */
 export async function readConsolidationState(
   store: StateStore,
-  projectDir: string,
+  projectDir: ProjectScope,
 ): Promise<ConsolidationState> {
   const [versioned, lease] = await Promise.all([
     store.getVersioned<ConsolidationRecord>(recordKey(projectDir)),
@@ -109,7 +110,10 @@ export async function readConsolidationState(
 }
 
 /** Start of the project's last consolidation (a running one counts), or undefined when there was none. */
-export async function lastConsolidatedAt(store: StateStore, projectDir: string): Promise<number | undefined> {
+export async function lastConsolidatedAt(
+  store: StateStore,
+  projectDir: ProjectScope,
+): Promise<number | undefined> {
   return (await readConsolidationState(store, projectDir)).lastConsolidatedAtMs;
 }
 
@@ -119,7 +123,7 @@ export async function lastConsolidatedAt(store: StateStore, projectDir: string):
  */
 export async function tryAcquireConsolidation(
   store: StateStore,
-  projectDir: string,
+  projectDir: ProjectScope,
   holder: string,
   options: { ttlMs: number },
 ): Promise<ConsolidationLease | undefined> {
@@ -141,7 +145,7 @@ export async function tryAcquireConsolidation(
       token,
     };
     if (!(await store.setIfNewer(recordKey(projectDir), 2 * token, running))) {
-      throw new ConsolidationLockError(projectDir);
+      throw new ConsolidationLockError(projectDirOf(projectDir));
     }
   } catch (error) {
     await store.releaseLease(leaseKey, holder, token).catch(() => false);
@@ -178,7 +182,7 @@ export async function tryAcquireConsolidation(
  */
 export async function recordConsolidatedAt(
   store: StateStore,
-  projectDir: string,
+  projectDir: ProjectScope,
   atMs: number,
   holder = `record:${process.pid}`,
 ): Promise<boolean> {
@@ -204,7 +208,7 @@ export async function recordConsolidatedAt(
  */
 export function tryClaimSessionScan(
   store: StateStore,
-  projectDir: string,
+  projectDir: ProjectScope,
   intervalMs: number,
 ): Promise<boolean> {
   return store.setIfAbsent(scanKey(projectDir), { atMs: Date.now() }, intervalMs);

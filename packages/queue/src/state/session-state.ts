@@ -1,4 +1,5 @@
-import type { StateStore } from './state-store.js';
+import type { StateStore, Versioned } from './state-store.js';
+import { tenantKey } from './tenant-scope.js';
 
 // Per-session coordination state shared by every agent replica and worker (docs/design.md §5): the extraction cursor,
 // the newest extraction request, and the session-memory markers the compactor reads.
@@ -53,12 +54,22 @@ export const MAX_RECEIPTS = 5;
 export const MAX_RECEIPT_MEMORIES = 20;
 
 export interface SessionKey {
+  /** The hosted tenant whose session this is (from the authenticated envelope); undefined for the operator. */
+  tenant?: string | undefined;
   transcriptDir: string;
   sessionId: string;
 }
 
 export class SessionState {
   private readonly scope: string;
+
+  /**
+   * Where a hosted tenant's session state lived before keys carried the tenant (undefined for the operator,
+   * whose keys never changed). Hosted session ids are random UUIDs made by the server, so an unprefixed key
+   * of such a session can only have been written for that one tenant: read as a fallback (and the cursor
+   * adopted into the tenant's key), so an upgrade never loses a cursor.
+   */
+  private readonly legacyScope: string | undefined;
 
   private readonly ttlMs: number;
 
@@ -67,16 +78,38 @@ export class SessionState {
     key: SessionKey,
     options: { ttlMs?: number } = {},
   ) {
-    this.scope = `session:${key.transcriptDir}:${key.sessionId}`;
+    const local = `session:${key.transcriptDir}:${key.sessionId}`;
+    this.scope = tenantKey(key.tenant, local);
+    this.legacyScope = key.tenant ? local : undefined;
     this.ttlMs = options.ttlMs ?? SESSION_STATE_TTL_MS;
   }
 
+  /** A versioned record of this session, falling back to (and adopting) its pre-tenant-key copy. */
+  private async versioned<T>(name: string): Promise<Versioned<T> | undefined> {
+    const current = await this.store.getVersioned<T>(`${this.scope}:${name}`);
+    if (current || !this.legacyScope) return current;
+    const legacy = await this.store.getVersioned<T>(`${this.legacyScope}:${name}`);
+    if (legacy) {
+      // Monotonic, so a concurrent newer write in the tenant's key wins over the adopted copy.
+      await this.store.setIfNewer(`${this.scope}:${name}`, legacy.seq, legacy.value, this.ttlMs);
+    }
+    return legacy;
+  }
+
+  private async json<T>(name: string): Promise<T | undefined> {
+    const current = await this.store.getJson<T>(`${this.scope}:${name}`);
+    if (current !== undefined || !this.legacyScope) return current;
+    return this.store.getJson<T>(`${this.legacyScope}:${name}`);
+  }
+
   async extractCursor(): Promise<TranscriptCursor | undefined> {
-    return (await this.store.getVersioned<TranscriptCursor>(`${this.scope}:extract-cursor`))?.value;
+    return (await this.versioned<TranscriptCursor>('extract-cursor'))?.value;
   }
 
   /** Moves the extraction cursor forward to `cursor`; a stale or repeated advance is a no-op (false). */
-  advanceExtractCursor(cursor: TranscriptCursor): Promise<boolean> {
+  async advanceExtractCursor(cursor: TranscriptCursor): Promise<boolean> {
+    // A cursor still only in its pre-tenant key is adopted first, so a stale advance cannot move it back.
+    if (this.legacyScope) await this.versioned<TranscriptCursor>('extract-cursor');
     return this.store.setIfNewer(`${this.scope}:extract-cursor`, cursor.leafSeq, cursor, this.ttlMs);
   }
 
@@ -86,11 +119,11 @@ export class SessionState {
   }
 
   async latestExtractRequest(): Promise<TranscriptCursor | undefined> {
-    return (await this.store.getVersioned<TranscriptCursor>(`${this.scope}:extract-requested`))?.value;
+    return (await this.versioned<TranscriptCursor>('extract-requested'))?.value;
   }
 
   async sessionMemory(): Promise<SessionMemoryMarkers> {
-    return (await this.store.getJson<SessionMemoryMarkers>(`${this.scope}:session-memory`)) ?? {};
+    return (await this.json<SessionMemoryMarkers>('session-memory')) ?? {};
   }
 
   async updateSessionMemory(patch: Partial<SessionMemoryMarkers>): Promise<SessionMemoryMarkers> {
@@ -103,7 +136,7 @@ export class SessionState {
 
   /** Receipts of the last extractions (newest last, at most MAX_RECEIPTS), for the foreground to show. */
   async extractReceipts(): Promise<ExtractReceipt[]> {
-    return (await this.store.getJson<ExtractReceipt[]>(`${this.scope}:extract-receipts`)) ?? [];
+    return (await this.json<ExtractReceipt[]>('extract-receipts')) ?? [];
   }
 
   async recordExtractReceipt(receipt: ExtractReceipt): Promise<void> {

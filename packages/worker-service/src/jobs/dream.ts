@@ -143,10 +143,10 @@ export function createDreamHandler(deps: DreamDeps) {
         : `only ${r.sessionCount} session(s) touched since the last consolidation`;
 
     // A Claude Code user's `.consolidate-lock` seeds "last consolidated at" once, when Engram has no record.
-    const state = await readConsolidationState(store, payload.projectDir);
+    const state = await readConsolidationState(store, payload);
     if (!state.recorded && !state.running) {
       const file = await readConsolidateLockFile(memoryDir).catch(() => undefined);
-      if (file) await recordConsolidatedAt(store, payload.projectDir, file.mtimeMs, `import:${ctx.job.id}`);
+      if (file) await recordConsolidatedAt(store, payload, file.mtimeMs, `import:${ctx.job.id}`);
     }
 
     // 1. Cheap gate re-check before touching the lock.
@@ -163,9 +163,9 @@ export function createDreamHandler(deps: DreamDeps) {
 
     // 2. The consolidation lock.
     const holder = `dream:${ctx.job.id}:${process.pid}:${randomUUID().slice(0, 8)}`;
-    const lock = await tryAcquireConsolidation(store, payload.projectDir, holder, { ttlMs });
+    const lock = await tryAcquireConsolidation(store, payload, holder, { ttlMs });
     if (!lock) {
-      const now = await readConsolidationState(store, payload.projectDir);
+      const now = await readConsolidationState(store, payload);
       if (now.running?.holder.startsWith(`dream:${ctx.job.id}:`)) {
         // This job's own earlier attempt died holding the lock (its worker was killed): wait its lease out.
         const waitMs = Math.max(250, now.running.expiresAtMs - Date.now() + 100);
@@ -262,7 +262,7 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
         ctx,
         log,
         writer: {
-          key: projectWriterLeaseKey(payload.projectDir),
+          key: projectWriterLeaseKey(payload),
           ttlMs,
           onBusy: async () => {
             released = true;
@@ -387,7 +387,7 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
           );
           // The receipt the next foreground session of this project shows once ("Consolidated memory: …").
           await deps.engine.state.setJson(
-            dreamReceiptKey(payload.projectDir),
+            dreamReceiptKey(payload),
             { ...result, atMs: Date.now() },
             DREAM_RECEIPT_TTL_MS,
           );

@@ -19,6 +19,7 @@ import { journalTransaction } from '@engram/memory-work/transactions';
 import type { ExtractPayload, ExtractResult } from '@engram/queue/jobs/extract';
 import { extractQueueConfig } from '@engram/queue/queues/extract.config';
 import { SessionState, type TranscriptCursor } from '@engram/queue/state/session-state';
+import { type ProjectScope, projectKey } from '@engram/queue/state/tenant-scope';
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
@@ -41,8 +42,8 @@ function extractJournalKey(jobId: string | undefined): string {
   return `extract-journal:${jobId ?? 'unknown'}`;
 }
 
-export function projectWriterLeaseKey(projectDir: string): string {
-  return `project-writer:${projectDir}`;
+export function projectWriterLeaseKey(project: ProjectScope): string {
+  return projectKey(project, (dir) => `project-writer:${dir}`);
 }
 
 const isIndexFile = (rel: string) => rel === ENTRYPOINT_NAME || rel.endsWith(`/${ENTRYPOINT_NAME}`);
@@ -120,7 +121,7 @@ export function createExtractHandler(deps: ExtractDeps) {
         log,
         // One memory writer per project at a time, in arrival order (parallel sessions of one repository
         // would otherwise race on MEMORY.md).
-        writer: { key: projectWriterLeaseKey(payload.projectDir), ttlMs },
+        writer: { key: projectWriterLeaseKey(payload), ttlMs },
         root: paths.memoryDir,
         tempMaxAgeMs: ttlMs,
         countsAsMemory: (rel) => !isIndexFile(rel),

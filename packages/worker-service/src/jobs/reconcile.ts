@@ -107,7 +107,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       const leafSeq = entries.length;
       const state = new SessionState(
         engine.state,
-        { transcriptDir, sessionId },
+        { tenant, transcriptDir, sessionId },
         { ttlMs: config.sessionStateTtlMs },
       );
       const cursor = await state.extractCursor();

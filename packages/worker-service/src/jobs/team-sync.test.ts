@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { engramPathsFromDirNames } from '@engram/memory-core/paths/memory-paths';
 import type { TeamSyncPayload, TeamSyncResult } from '@engram/queue/jobs/team-sync';
 import { JobProducer } from '@engram/queue/producer';
+import { holdLeaseInTurn } from '@engram/queue/state/held-lease';
 import {
   startTeamMemoryTestServer,
   type TeamMemoryTestServer,
@@ -16,6 +17,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { createHandlers } from '../handlers.js';
 import { startWorkerService, type WorkerService } from '../service.js';
 import { testWorkersConfig } from '../testing/service.test-helpers.js';
+import { projectWriterLeaseKey } from './extract.js';
 
 // team-sync jobs end to end: real BullMQ on the run's Redis, the worker service with its production handlers,
 // and the real team memory service on embedded PostgreSQL. Two ENGRAM_HOMEs stand for two machines.
@@ -139,6 +141,44 @@ describe('team-sync jobs', () => {
       await metric(a.service, 'engram_team_sync_entries_total', { direction: 'pull', outcome: 'written' }),
     ).toBe(2);
     expect(await metric(a.service, 'engram_team_sync_bytes_total', { direction: 'push' })).toBeGreaterThan(0);
+  });
+
+  it('a pull waits in line for the project-writer lease like every memory writer', async () => {
+    const repo = 'acme/lease';
+    const a = await machine('a', repo);
+    const b = await machine('b', repo);
+    put(a, 'y.md', 'shared fact\n');
+    await a.run('push');
+    // Another memory writer of B's project (an extraction, say) holds the lease.
+    const key = projectWriterLeaseKey({ projectDir: PROJECT });
+    const busy = await holdLeaseInTurn(b.service.engine.state, key, {
+      ttlMs: 2_000,
+      holder: 'extract:someone-else',
+      reserveMs: 5_000,
+      waiterTtlMs: 60_000,
+    });
+    expect(busy.held).toBeDefined();
+    const { jobId } = await b.producer.enqueue('team-sync', {
+      projectDir: PROJECT,
+      transcriptDir: PROJECT,
+      repo,
+      action: 'pull',
+      reason: 'manual',
+      debounceMs: 0,
+      requestedAt: new Date().toISOString(),
+    });
+    const queue = b.producer.queue('team-sync');
+    // The pull parks (delayed, no attempt spent) behind the holder and writes nothing meanwhile.
+    for (let i = 0; i < 200 && (await (await queue.getJob(jobId))?.getState()) !== 'delayed'; i++)
+      await new Promise((r) => setTimeout(r, 25));
+    expect(await (await queue.getJob(jobId))?.getState()).toBe('delayed');
+    expect(existsSync(join(b.teamDir, 'y.md'))).toBe(false);
+    const handed = await busy.held!.release();
+    expect(handed.next).toBe(`team-sync:${jobId}`);
+    const done = await waitForFinishedJob(queue, jobId);
+    expect(result(done)).toMatchObject({ outcome: 'pulled', written: [{ key: 'y.md', change: 'created' }] });
+    expect(done.attemptsMade).toBeLessThanOrEqual(1);
+    expect(await b.service.engine.state.getLease(key)).toBeUndefined();
   });
 
   it('concurrent pushes from the same base: one 412, retried, both changes present', async () => {

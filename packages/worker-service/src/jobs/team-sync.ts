@@ -1,5 +1,7 @@
 import { join } from 'node:path';
+import { takeWriterTurn } from '@engram/memory-work/writer-turn';
 import type { TeamSyncResult } from '@engram/queue/jobs/team-sync';
+import { teamSyncQueueConfig } from '@engram/queue/queues/team-sync.config';
 import { type JobHandler, PermanentJobError } from '@engram/queue/worker';
 import { TeamMemoryHttpClient } from '@engram/team-memory/client/http-client';
 import {
@@ -9,8 +11,10 @@ import {
   pushTeamMemory,
 } from '@engram/team-memory/client/sync';
 import { TEAM_SYNC_STATE_FILENAME, TeamSyncStateFile } from '@engram/team-memory/client/sync-state';
+import { TenantError, TenantStore } from '@engram/tenants/tenant-store';
 import { Counter, type Registry } from 'prom-client';
 import type { HandlerDeps } from '../service.js';
+import { projectWriterLeaseKey } from './extract.js';
 import { pathsForJob } from './job-paths.js';
 
 // team-sync: one pull or push of a project's team/ directory against the team memory service. The rules live
@@ -74,7 +78,25 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
     if (!sync) {
       throw new PermanentJobError(
         'TEAM_SYNC_NOT_CONFIGURED',
-        'Team sync is not configured on this worker: set ENGRAM_TEAM_SYNC_URL and ENGRAM_TEAM_SYNC_KEY.',
+        'Team sync is not configured on this worker: set ENGRAM_TEAM_SYNC_URL (and ENGRAM_TEAM_SYNC_KEY for the operator’s own sessions).',
+      );
+    }
+    // Whose credential: a hosted tenant's job syncs with that tenant's own key (from the job's scope, which the
+    // hosted service took from the authenticated request); only the operator's jobs use the worker's key.
+    let apiKey: string;
+    if (payload.tenant) {
+      try {
+        apiKey = await new TenantStore(deps.config.engramHome).teamSyncKey(payload.tenant);
+      } catch (error) {
+        if (error instanceof TenantError) throw new PermanentJobError(error.code, error.message);
+        throw error;
+      }
+    } else if (sync.apiKey) {
+      apiKey = sync.apiKey;
+    } else {
+      throw new PermanentJobError(
+        'TEAM_SYNC_NOT_CONFIGURED',
+        'This job has no tenant and the worker has no ENGRAM_TEAM_SYNC_KEY: set it to the operator’s tenant key.',
       );
     }
     if (payload.debounceMs > 0) {
@@ -85,12 +107,25 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
     const target = {
       teamDir: paths.teamDir,
       repo: payload.repo,
-      http: new TeamMemoryHttpClient({ baseUrl: sync.url, apiKey: sync.apiKey, ...deps.http }),
+      http: new TeamMemoryHttpClient({ baseUrl: sync.url, apiKey, ...deps.http }),
       state: new TeamSyncStateFile(join(paths.projectDir, TEAM_SYNC_STATE_FILENAME)),
     };
     const log = { queue: 'team-sync', jobId: ctx.job.id, project: payload.projectDir, repo: payload.repo };
     if (payload.action === 'pull') {
-      const report = await pullTeamMemory(target);
+      // A pull writes into the memory directory, so it is one of the project's memory writers: it takes the
+      // same FIFO writer lease as extraction and consolidation (a consolidation restoring its snapshot can then
+      // never undo files a concurrent pull wrote). Busy: the job parks in line, spending no attempt.
+      const writer = await takeWriterTurn(deps.engine.state, ctx, deps.waker, {
+        key: projectWriterLeaseKey(payload),
+        kind: 'team-sync',
+        ttlMs: deps.config.lockDurationMs ?? teamSyncQueueConfig.lockDurationMs,
+      });
+      let report: PullReport;
+      try {
+        report = await pullTeamMemory(target);
+      } finally {
+        await writer.release();
+      }
       recordPull(metrics, report);
       for (const s of report.skipped)
         logger.warn({ ...log, key: s.key, reason: s.reason }, 'team memory entry not pulled');
