@@ -2,10 +2,12 @@ import fs from 'node:fs';
 import { resolve, sep } from 'node:path';
 import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
 import {
+  type BlockScan,
   extractMemoryFields,
   MemoryFormatError,
   type MemoryFormatErrorCode,
   parseFrontmatterBlock,
+  parseSimpleFrontmatter,
   splitFrontmatter,
 } from './frontmatter.js';
 import { parseMemoryLinks } from './links.js';
@@ -32,6 +34,8 @@ export const MAX_HEAD_BYTES = 64 * 1024;
 const SYNC_SLICE_MS = 4;
 /** Average per-file read time above which the filesystem is treated as remote and read concurrently. */
 const SLOW_FILE_MS = 1;
+/** Files read between two looks at the clock; two windows averaging over SLOW_FILE_MS switch to async. */
+const CLOCK_WINDOW = 4;
 const ASYNC_CONCURRENCY = 16;
 /** Directory entries visited before the walk gives up (a memory directory is not a source tree). */
 const MAX_WALK_ENTRIES = 50_000;
@@ -139,12 +143,14 @@ export async function scanMemoryDir(memoryDir: string, opts: ScanOptions = {}): 
   if (opts.io !== 'async') {
     let sliceStart = performance.now();
     let previous = sliceStart;
-    let slowFiles = 0;
+    let slowWindows = 0;
     while (index < candidates.length) {
       outcomes.push(readHeadSync(candidates[index] as Candidate, ctx));
       index++;
+      // The clock is read once per CLOCK_WINDOW files (a read costs about as much as a small file's head).
+      if (index % CLOCK_WINDOW !== 0 && index < candidates.length) continue;
       const now = performance.now();
-      if (now - previous > SLOW_FILE_MS && ++slowFiles >= 4) break;
+      if (now - previous > CLOCK_WINDOW * SLOW_FILE_MS && ++slowWindows >= 2) break;
       previous = now;
       if (now - sliceStart > SYNC_SLICE_MS && index < candidates.length) {
         await yieldToEventLoop();
@@ -442,13 +448,17 @@ async function readHeadAsync(candidate: Candidate, ctx: ReadContext): Promise<He
   });
 }
 
-const DASHES = 0x2d;
 const NEWLINE = 0x0a;
-const LINK_OPEN = Buffer.from('[[');
+const NOT_PRINTABLE_ASCII = /[^\n\x20-\x7e]/;
+const NO_SPECIALS: BlockScan = { hash: false, backslash: false };
+
+function isBlank(code: number): boolean {
+  return code === 0x20 || code === 0x09 || code === 0x0d;
+}
 
 /**
  * Turns the first bytes of a file into a header, a problem, or 'need-more' (the buffer filled up before the
- * frontmatter closed and before 30 lines). Only the bytes up to the closing delimiter are decoded.
+ * frontmatter closed and before 30 lines).
  */
 export function parseHead(
   candidate: { filename: string; filePath: string },
@@ -458,64 +468,65 @@ export function parseHead(
   eof: boolean,
 ): HeadOutcome | 'need-more' {
   const c = candidate as Candidate;
-  const bytes = buffer.subarray(0, length);
-  if (bytes.indexOf(0) !== -1) {
+  // One latin1 decode of the bytes read (a byte per character, no validation): every search below is then a
+  // V8 string search, far cheaper per call than Buffer#indexOf. Searching it for ASCII text is exact, since no
+  // byte of a multi-byte UTF-8 sequence is ASCII; text that is shown is decoded as UTF-8 from the buffer.
+  const head = buffer.toString('latin1', 0, length);
+  if (head.indexOf('\0') !== -1) {
     return problem(c, 'BINARY', 'file contains NUL bytes; it is binary, not a Markdown memory.');
   }
-  const start = length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
+  const start = length >= 3 && buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf ? 3 : 0;
   const base: MemoryHeader = { filename: c.filename, filePath: c.filePath, mtimeMs, description: null };
-  // Links cost a decode only in the files that have some (a native search for the two bytes first).
-  if (bytes.indexOf(LINK_OPEN) !== -1) {
+  // Links cost a decode only in the files that have some.
+  if (head.indexOf('[[', start) !== -1) {
     const links = parseMemoryLinks(buffer.toString('utf8', start, length));
     if (links.length > 0) base.links = links;
   }
-  if (
-    length - start < 3 ||
-    bytes[start] !== DASHES ||
-    bytes[start + 1] !== DASHES ||
-    bytes[start + 2] !== DASHES
-  ) {
-    return { header: base };
-  }
+  if (!head.startsWith('---', start)) return { header: base };
   // Quick path: a bare `---` first line and a closing `---` line within the line limit — nearly every memory
-  // file. One pass over the bytes (Buffer.indexOf has a per-call cost that dominated here), and only the
-  // block is decoded. Anything else — a language tag, no close within the bytes we have — takes the general
-  // path, which agrees with parseMemoryFile (property-tested).
+  // file. The closing line is found with one search for "\n---" (plus one per `----`/`--- x` line inside the
+  // block); a block of printable ASCII is used as decoded, and what the reader needs to know about its
+  // characters is asked of it once. Anything else — a language tag, no close within the bytes we have —
+  // takes the general path, which agrees with parseMemoryFile (property-tested).
   let i = start + 3;
-  while (i < length && (bytes[i] === 0x20 || bytes[i] === 0x09 || bytes[i] === 0x0d)) i++;
-  if (i < length && bytes[i] === NEWLINE) {
+  while (i < length && isBlank(head.charCodeAt(i))) i++;
+  if (i < length && head.charCodeAt(i) === NEWLINE) {
     const blockStart = i + 1;
-    let lineStart = blockStart;
-    let lineNo = 2;
-    for (let p = blockStart; lineNo <= FRONTMATTER_MAX_LINES; p++) {
-      const atEnd = p >= length;
-      if (atEnd && !eof) break;
-      if (!atEnd && bytes[p] !== NEWLINE) continue;
-      if (
-        p - lineStart >= 3 &&
-        bytes[lineStart] === DASHES &&
-        bytes[lineStart + 1] === DASHES &&
-        bytes[lineStart + 2] === DASHES &&
-        isBareDelimiter(bytes, lineStart + 3, p)
-      ) {
-        let blockEnd = lineStart > blockStart ? lineStart - 1 : blockStart;
-        if (blockEnd > blockStart && bytes[blockEnd - 1] === 0x0d) blockEnd--;
-        return headerFromBlock(
-          c,
-          base,
-          blockEnd > blockStart ? buffer.toString('utf8', blockStart, blockEnd) : '',
-        );
+    let search = i; // the opening line's newline: an empty block closes right after it
+    for (;;) {
+      const q = head.indexOf('\n---', search);
+      if (q === -1) break;
+      let e = q + 4;
+      while (e < length && isBlank(head.charCodeAt(e))) e++;
+      if (e < length && head.charCodeAt(e) !== NEWLINE) {
+        search = q + 1; // `----` or `--- text`: not a delimiter
+        continue;
       }
-      if (atEnd) break;
-      lineStart = p + 1;
-      lineNo++;
+      if (e >= length && !eof) break; // the line may go on past the bytes read
+      let blockEnd = Math.max(q, blockStart);
+      if (blockEnd > blockStart && head.charCodeAt(blockEnd - 1) === 0x0d) blockEnd--;
+      // The opening line is line 1 and the block starts on line 2: the closing line must be within the limit.
+      let closingLine = 2;
+      for (let nl = head.indexOf('\n', blockStart); nl !== -1 && nl <= q; nl = head.indexOf('\n', nl + 1)) {
+        if (++closingLine > FRONTMATTER_MAX_LINES) break;
+      }
+      if (closingLine > FRONTMATTER_MAX_LINES) break;
+      if (blockEnd === blockStart) return headerFromBlock(c, base, '', NO_SPECIALS);
+      const latin1 = head.slice(blockStart, blockEnd);
+      if (NOT_PRINTABLE_ASCII.test(latin1)) {
+        return headerFromBlock(c, base, buffer.toString('utf8', blockStart, blockEnd));
+      }
+      return headerFromBlock(c, base, latin1, {
+        hash: latin1.includes('#'),
+        backslash: latin1.includes('\\'),
+      });
     }
   }
   // General path: whole lines only, at most FRONTMATTER_MAX_LINES of them.
   let end = start;
   let lines = 0;
   while (lines < FRONTMATTER_MAX_LINES) {
-    const nl = bytes.indexOf(NEWLINE, end);
+    const nl = head.indexOf('\n', end);
     if (nl === -1) break;
     end = nl + 1;
     lines++;
@@ -534,16 +545,6 @@ export function parseHead(
     'UNTERMINATED',
     'frontmatter opened with "---" is never closed; add a closing "---" line.',
   );
-}
-
-/** True when bytes [from, to) are only spaces, tabs or a CR: the rest of a `---` delimiter line. */
-function isBareDelimiter(bytes: Buffer, from: number, to: number): boolean {
-  if (to < from) return false;
-  for (let i = from; i < to; i++) {
-    const b = bytes[i];
-    if (b !== 0x20 && b !== 0x09 && b !== 0x0d) return false;
-  }
-  return true;
 }
 
 function tooLongProblem(c: Candidate): HeadOutcome {
@@ -569,9 +570,17 @@ function trySplit(
   }
 }
 
-function headerFromBlock(c: Candidate, base: MemoryHeader, block: string): HeadOutcome {
+/** `asciiScan`: the block is known to hold only printable ASCII and newlines (see parseSimpleFrontmatter). */
+function headerFromBlock(
+  c: Candidate,
+  base: MemoryHeader,
+  block: string,
+  asciiScan?: BlockScan,
+): HeadOutcome {
   try {
-    const data = parseFrontmatterBlock(block, c.filename).data;
+    const data =
+      (asciiScan ? parseSimpleFrontmatter(block, asciiScan) : undefined) ??
+      parseFrontmatterBlock(block, c.filename).data;
     const fields = extractMemoryFields(data);
     const header: MemoryHeader = {
       filename: base.filename,
@@ -582,8 +591,10 @@ function headerFromBlock(c: Candidate, base: MemoryHeader, block: string): HeadO
     if (fields.name !== undefined) header.name = fields.name;
     if (fields.type !== undefined) header.type = fields.type;
     if (base.links) header.links = base.links;
-    const supersedes = stringList(data.supersedes);
-    if (supersedes.length > 0) header.supersedes = supersedes;
+    if (data.supersedes !== undefined) {
+      const supersedes = stringList(data.supersedes);
+      if (supersedes.length > 0) header.supersedes = supersedes;
+    }
     const modified = dateMs(data.modified ?? data.updated);
     if (modified !== undefined) header.modifiedMs = modified;
     return { header };
@@ -593,6 +604,7 @@ function headerFromBlock(c: Candidate, base: MemoryHeader, block: string): HeadO
 }
 
 function stringList(value: unknown): string[] {
+  if (value === undefined || value === null) return [];
   const items = Array.isArray(value) ? value : value === undefined || value === null ? [] : [value];
   return items
     .filter((v): v is string => typeof v === 'string')
