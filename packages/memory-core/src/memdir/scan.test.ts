@@ -231,7 +231,7 @@ describe('scanMemoryDir limits and cache', () => {
 });
 
 describe('parseHead', () => {
-  const candidate = { filename: 'f.md', filePath: '/x/f.md' };
+  const candidate = { rel: 'f.md', path: '/x/f.md' };
 
   it('asks for more bytes when the buffer ends inside a short frontmatter', () => {
     const text = fm([`description: ${'x'.repeat(5000)}`]);

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { resolve, sep } from 'node:path';
+import { type WalkedFile, walkSync } from '@engram/fs-walk/walk';
 import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
 import {
   type BlockScan,
@@ -93,10 +94,7 @@ export interface ScanResult {
   totalFiles: number;
 }
 
-interface Candidate {
-  filename: string;
-  filePath: string;
-  symlink: boolean;
+interface Candidate extends WalkedFile {
   /** Present when the candidate was stat'ed to pick the newest maxFiles. */
   stat?: fs.Stats;
 }
@@ -127,7 +125,7 @@ export async function scanMemoryDir(memoryDir: string, opts: ScanOptions = {}): 
     // Only the newest maxFiles heads are read: stat everything, keep the newest.
     for (const candidate of candidates) {
       try {
-        candidate.stat = fs.statSync(candidate.filePath);
+        candidate.stat = fs.statSync(candidate.path);
       } catch {
         // unreadable: sorted last, reported when read
       }
@@ -179,7 +177,7 @@ export async function scanMemoryDir(memoryDir: string, opts: ScanOptions = {}): 
 function compareCandidates(a: Candidate, b: Candidate): number {
   const diff = (b.stat?.mtimeMs ?? Number.NEGATIVE_INFINITY) - (a.stat?.mtimeMs ?? Number.NEGATIVE_INFINITY);
   if (diff !== 0 && !Number.isNaN(diff)) return diff;
-  return a.filename < b.filename ? -1 : a.filename > b.filename ? 1 : 0;
+  return a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0;
 }
 
 function throwIfAborted(signal: AbortSignal | undefined): void {
@@ -200,48 +198,28 @@ function isMemoryFileName(name: string): boolean {
 }
 
 function walk(root: string, problems: MemoryFileProblem[]): Candidate[] {
-  const found: Candidate[] = [];
-  // Plain concatenation: path.join per file is a measurable share of a 200-file scan.
-  const prefix = root.endsWith(sep) ? root : root + sep;
-  const pending: string[] = [''];
-  let visited = 0;
-  while (pending.length > 0) {
-    const rel = pending.pop() as string;
-    const dir = rel === '' ? root : prefix + rel;
-    let entries: fs.Dirent[];
-    try {
-      entries = fs.readdirSync(dir, { withFileTypes: true });
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (rel === '' && code === 'ENOENT') return found;
-      problems.push({
-        filename: rel,
-        filePath: dir,
-        code: 'DIRECTORY_UNREADABLE',
-        message: `cannot list ${rel === '' ? 'the memory directory' : 'this directory'} (${code ?? String(error)}).`,
-      });
-      continue;
-    }
-    for (const entry of entries) {
-      if (++visited > MAX_WALK_ENTRIES) {
-        problems.push({
-          filename: rel,
-          filePath: dir,
-          code: 'TOO_MANY_ENTRIES',
-          message: `stopped after ${MAX_WALK_ENTRIES} entries; the memory directory should hold notes, not a file tree.`,
-        });
-        return found;
-      }
-      const name = entry.name;
-      if (name.startsWith('.')) continue;
-      const childRel = rel === '' ? name : `${rel}/${name}`;
-      if (entry.isDirectory()) pending.push(childRel);
-      else if ((entry.isFile() || entry.isSymbolicLink()) && isMemoryFileName(name)) {
-        found.push({ filename: childRel, filePath: prefix + childRel, symlink: entry.isSymbolicLink() });
-      }
-    }
+  const listing = walkSync(root, {
+    symlinks: 'list',
+    include: isMemoryFileName,
+    maxEntries: MAX_WALK_ENTRIES,
+  });
+  for (const error of listing.errors) {
+    problems.push({
+      filename: error.rel,
+      filePath: error.path,
+      code: 'DIRECTORY_UNREADABLE',
+      message: `cannot list ${error.rel === '' ? 'the memory directory' : 'this directory'} (${error.code}).`,
+    });
   }
-  return found;
+  if (listing.truncated === 'entries') {
+    problems.push({
+      filename: '',
+      filePath: root,
+      code: 'TOO_MANY_ENTRIES',
+      message: `stopped after ${MAX_WALK_ENTRIES} entries; the memory directory should hold notes, not a file tree.`,
+    });
+  }
+  return listing.files;
 }
 
 interface ReadContext {
@@ -281,7 +259,7 @@ interface StatLike {
 }
 
 function cachedOutcome(candidate: Candidate, stat: StatLike | undefined): HeadOutcome | undefined {
-  const cached = headCache.get(candidate.filePath);
+  const cached = headCache.get(candidate.path);
   if (
     cached === undefined ||
     stat === undefined ||
@@ -296,18 +274,18 @@ function cachedOutcome(candidate: Candidate, stat: StatLike | undefined): HeadOu
   // The same file may be scanned from a different root (memory dir vs team dir): rebase the names.
   const outcome = cached.outcome;
   if ('header' in outcome) {
-    return { header: { ...outcome.header, filename: candidate.filename, filePath: candidate.filePath } };
+    return { header: { ...outcome.header, filename: candidate.rel, filePath: candidate.path } };
   }
-  return { problem: { ...outcome.problem, filename: candidate.filename, filePath: candidate.filePath } };
+  return { problem: { ...outcome.problem, filename: candidate.rel, filePath: candidate.path } };
 }
 
 function remember(candidate: Candidate, stat: StatLike, outcome: HeadOutcome): HeadOutcome {
   if ('problem' in outcome && outcome.problem.code === 'READ_FAILED') return outcome;
-  if (headCache.size >= SCAN_CACHE_MAX_ENTRIES && !headCache.has(candidate.filePath)) {
+  if (headCache.size >= SCAN_CACHE_MAX_ENTRIES && !headCache.has(candidate.path)) {
     const oldest = headCache.keys().next();
     if (!oldest.done) headCache.delete(oldest.value);
   }
-  headCache.set(candidate.filePath, {
+  headCache.set(candidate.path, {
     dev: stat.dev,
     ino: stat.ino,
     size: stat.size,
@@ -322,13 +300,13 @@ function remember(candidate: Candidate, stat: StatLike, outcome: HeadOutcome): H
 // Heads
 
 function problem(candidate: Candidate, code: MemoryFileProblemCode, message: string): HeadOutcome {
-  return { problem: { filename: candidate.filename, filePath: candidate.filePath, code, message } };
+  return { problem: { filename: candidate.rel, filePath: candidate.path, code, message } };
 }
 
 function symlinkOutside(candidate: Candidate, ctx: ReadContext): HeadOutcome | undefined {
   try {
     ctx.realRoot ??= fs.realpathSync(ctx.memoryDir);
-    const real = fs.realpathSync(candidate.filePath);
+    const real = fs.realpathSync(candidate.path);
     const prefix = ctx.realRoot.endsWith(sep) ? ctx.realRoot : ctx.realRoot + sep;
     if (real.startsWith(prefix)) return undefined;
     return problem(candidate, 'OUTSIDE_MEMORY_DIR', 'symlink points outside the memory directory; not read.');
@@ -349,10 +327,10 @@ function readHeadSync(candidate: Candidate, ctx: ReadContext): HeadOutcome {
     const refused = symlinkOutside(candidate, ctx);
     if (refused) return refused;
   }
-  if (ctx.cache && headCache.has(candidate.filePath)) {
+  if (ctx.cache && headCache.has(candidate.path)) {
     let stat: StatLike | undefined = candidate.stat;
     try {
-      stat ??= fs.statSync(candidate.filePath, { throwIfNoEntry: false });
+      stat ??= fs.statSync(candidate.path, { throwIfNoEntry: false });
     } catch {
       stat = undefined;
     }
@@ -361,7 +339,7 @@ function readHeadSync(candidate: Candidate, ctx: ReadContext): HeadOutcome {
   }
   let fd: number;
   try {
-    fd = fs.openSync(candidate.filePath, candidate.symlink ? OPEN_FLAGS : OPEN_NOFOLLOW);
+    fd = fs.openSync(candidate.path, candidate.symlink ? OPEN_FLAGS : OPEN_NOFOLLOW);
   } catch (error) {
     return readFailed(candidate, error);
   }
@@ -415,16 +393,16 @@ async function readHeadAsync(candidate: Candidate, ctx: ReadContext): Promise<He
     const refused = symlinkOutside(candidate, ctx);
     if (refused) return refused;
   }
-  if (ctx.cache && headCache.has(candidate.filePath)) {
+  if (ctx.cache && headCache.has(candidate.path)) {
     const stat = await new Promise<StatLike | undefined>((resolve) =>
-      fs.stat(candidate.filePath, (error, st) => resolve(error ? undefined : st)),
+      fs.stat(candidate.path, (error, st) => resolve(error ? undefined : st)),
     );
     const hit = cachedOutcome(candidate, stat);
     if (hit) return hit;
   }
   // Callback API: several times cheaper per call than fs.promises' FileHandle.
   return new Promise((resolve) => {
-    fs.open(candidate.filePath, candidate.symlink ? OPEN_FLAGS : OPEN_NOFOLLOW, (openError, fd) => {
+    fs.open(candidate.path, candidate.symlink ? OPEN_FLAGS : OPEN_NOFOLLOW, (openError, fd) => {
       if (openError) return resolve(readFailed(candidate, openError));
       const finish = (outcome: HeadOutcome) => fs.close(fd, () => resolve(outcome));
       fs.fstat(fd, (statError, stat) => {
@@ -461,7 +439,7 @@ function isBlank(code: number): boolean {
  * frontmatter closed and before 30 lines).
  */
 export function parseHead(
-  candidate: { filename: string; filePath: string },
+  candidate: { rel: string; path: string },
   mtimeMs: number,
   buffer: Buffer,
   length: number,
@@ -476,7 +454,7 @@ export function parseHead(
     return problem(c, 'BINARY', 'file contains NUL bytes; it is binary, not a Markdown memory.');
   }
   const start = length >= 3 && buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf ? 3 : 0;
-  const base: MemoryHeader = { filename: c.filename, filePath: c.filePath, mtimeMs, description: null };
+  const base: MemoryHeader = { filename: c.rel, filePath: c.path, mtimeMs, description: null };
   // Links cost a decode only in the files that have some.
   if (head.indexOf('[[', start) !== -1) {
     const links = parseMemoryLinks(buffer.toString('utf8', start, length));
@@ -563,7 +541,7 @@ function trySplit(
   | { problem: MemoryFileProblem }
   | undefined {
   try {
-    const split = splitFrontmatter(text, c.filename, FRONTMATTER_MAX_LINES);
+    const split = splitFrontmatter(text, c.rel, FRONTMATTER_MAX_LINES);
     return split.kind === 'none' ? undefined : split;
   } catch (error) {
     return formatProblem(c, error);
@@ -580,7 +558,7 @@ function headerFromBlock(
   try {
     const data =
       (asciiScan ? parseSimpleFrontmatter(block, asciiScan) : undefined) ??
-      parseFrontmatterBlock(block, c.filename).data;
+      parseFrontmatterBlock(block, c.rel).data;
     const fields = extractMemoryFields(data);
     const header: MemoryHeader = {
       filename: base.filename,
@@ -620,13 +598,13 @@ function dateMs(value: unknown): number | undefined {
 
 function formatProblem(c: Candidate, error: unknown): { problem: MemoryFileProblem } {
   if (error instanceof MemoryFormatError) {
-    const message = error.message.startsWith(`${c.filename}: `)
-      ? error.message.slice(c.filename.length + 2)
+    const message = error.message.startsWith(`${c.rel}: `)
+      ? error.message.slice(c.rel.length + 2)
       : error.message;
-    return { problem: { filename: c.filename, filePath: c.filePath, code: error.code, message } };
+    return { problem: { filename: c.rel, filePath: c.path, code: error.code, message } };
   }
   return {
-    problem: { filename: c.filename, filePath: c.filePath, code: 'READ_FAILED', message: String(error) },
+    problem: { filename: c.rel, filePath: c.path, code: 'READ_FAILED', message: String(error) },
   };
 }
 
