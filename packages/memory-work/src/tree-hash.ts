@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
-import { join } from 'node:path';
+import { walk } from '@engram/fs-walk/walk';
 
 // What a directory holds, as content hashes: the ground truth a fork's receipt is computed from. A fork's
 // journal says what it meant to write; only a before/after comparison of the bytes on disk says what it did.
@@ -25,29 +25,20 @@ export function hashContent(content: string | Buffer): string {
 }
 
 /**
- * Hashes every regular file under `root` that `include` accepts. Hidden directories (`.history`) and
- * symlinks are not followed. A missing root is an empty tree; a file that vanishes mid-walk is skipped.
+ * Hashes every regular file under `root` that `include` accepts. Hidden entries (`.history`) and symlinks
+ * are skipped. A missing root is an empty tree; a file that vanishes mid-walk is skipped.
  */
 export async function hashTree(root: string, opts: HashTreeOptions = {}): Promise<TreeState> {
   const include = opts.include ?? isVisibleMarkdown;
-  const maxEntries = opts.maxEntries ?? HASH_TREE_MAX_ENTRIES;
+  const listing = await walk(root, {
+    include: (_name, rel) => include(rel),
+    maxEntries: opts.maxEntries ?? HASH_TREE_MAX_ENTRIES,
+  });
   const out: TreeState = new Map();
-  let walked = 0;
-  const walk = async (dir: string, prefix: string): Promise<void> => {
-    const entries = await fs.readdir(dir, { withFileTypes: true }).catch(() => []);
-    for (const entry of entries) {
-      if (++walked > maxEntries) return;
-      const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
-      if (entry.isDirectory()) {
-        if (!entry.name.startsWith('.')) await walk(join(dir, entry.name), rel);
-        continue;
-      }
-      if (!entry.isFile() || !include(rel)) continue;
-      const content = await fs.readFile(join(dir, entry.name)).catch(() => undefined);
-      if (content !== undefined) out.set(rel, hashContent(content));
-    }
-  };
-  await walk(root, '');
+  for (const file of listing.files) {
+    const content = await fs.readFile(file.path).catch(() => undefined);
+    if (content !== undefined) out.set(file.rel, hashContent(content));
+  }
   return out;
 }
 

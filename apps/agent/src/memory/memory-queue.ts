@@ -13,6 +13,7 @@ import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import type { JobKind, PayloadOf } from '@engram/queue/catalog';
 import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { type EnqueueReceipt, JobProducer } from '@engram/queue/producer';
+import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { type ExtractReceipt, SessionState, sessionStateTtlMs } from '@engram/queue/state/session-state';
 import type { AgentConfig } from '../config.js';
 
@@ -79,6 +80,11 @@ export class MemoryQueue {
       { ...this.projectRef(ref), sessionId: ref.sessionId },
       { ttlMs: sessionStateTtlMs(this.config.cleanupPeriodDays) },
     );
+  }
+
+  /** The project's feed of memory changes made for the whole project (consolidation, team pulls). */
+  projectChanges(ref: SessionRef): ProjectChanges {
+    return new ProjectChanges(this.engine.state, projectChangesScope(this.projectRef(ref)));
   }
 
   projectRef(ref: SessionRef) {

@@ -41,6 +41,7 @@ import {
   MEMORY_NOTICE_ATTACHMENT_KIND,
   unannouncedMemoryChanges,
 } from '@engram/memory-core/prompts/memory-notice';
+import type { ProjectChange, ProjectChangeMarks } from '@engram/queue/state/project-changes';
 import type { ExtractReceipt } from '@engram/queue/state/session-state';
 import type { AgentConfig } from '../config.js';
 import { buildSessionContext, describeOverflow, type SessionContext } from '../context/session-context.js';
@@ -50,7 +51,7 @@ import {
   type DreamThresholds,
   maybeEnqueueDream,
 } from '../memory/dream-trigger.js';
-import type { MemoryQueue, MemoryWorkStatus } from '../memory/memory-queue.js';
+import type { MemoryQueue, MemoryWorkStatus, SessionRef } from '../memory/memory-queue.js';
 import { RecallPrefetch, type RecallStatus } from '../memory/recall-prefetch.js';
 import { SessionMemoryTrigger } from '../memory/session-memory-trigger.js';
 import { describeTeamSync, type TeamSyncStatus, type TeamSyncTrigger } from '../memory/team-sync-trigger.js';
@@ -169,6 +170,10 @@ export class AgentSession {
     const teamSync = await deps.teamSync?.atSessionStart(paths, sessionId, opts.tenant);
     const store = new TranscriptStore(paths.transcriptPath(sessionId));
     const { entries } = await store.readAll().catch(() => ({ entries: [] as TranscriptEntry[] }));
+    // Taken before the index loads: a change recorded after this is not in what the session starts with.
+    const projectMarks = deps.memory
+      ? await AgentSession.projectChangeMarksFor(deps.memory, { sessionId, paths, tenant: opts.tenant })
+      : undefined;
     const context = await buildSessionContext({
       paths,
       homeDir: deps.config.homeDir,
@@ -177,6 +182,7 @@ export class AgentSession {
       memoryEnabled: deps.memory !== undefined,
     });
     const session = new AgentSession(deps, sessionId, paths, store, context, entries.length > 0, opts.tenant);
+    session.projectMarks = projectMarks;
     session.gitBranch = await readGitBranch(paths.cwd);
     session.teamSync = teamSync;
     const teamLine = teamSync && describeTeamSync(teamSync);
@@ -305,6 +311,10 @@ export class AgentSession {
         compaction = { via: outcome.via, reactive: false };
       }
     }
+    // Memory changed for the whole project since this session last heard (a consolidation, a team pull): a
+    // `memory_saved` entry before the prompt, so the model call's notice names the files.
+    const announced = await this.announceProjectChanges(chain.at(-1)?.uuid ?? null);
+    if (announced) chain = [...chain, announced as ChainEntry];
     const user = createUserEntry(
       {
         sessionId: this.sessionId,
@@ -436,6 +446,66 @@ export class AgentSession {
     };
   }
 
+  /** Newest project-wide memory change per source this session has announced (ProjectChanges). */
+  private projectMarks: ProjectChangeMarks | undefined;
+  private projectChangesRetryAtMs = 0;
+
+  /**
+   * Where a session starts hearing of project-wide memory changes: where it left off when resumed, else
+   * everything recorded so far (the index it is about to load already shows it). Best effort, bounded.
+   */
+  private static async projectChangeMarksFor(
+    memory: MemoryQueue,
+    ref: SessionRef,
+  ): Promise<ProjectChangeMarks | undefined> {
+    return withTimeout(async () => {
+      const state = memory.sessionState(ref);
+      const saved = await state.projectChangeMarks();
+      if (saved) return saved;
+      const newest = await memory.projectChanges(ref).newest();
+      await state.setProjectChangeMarks(newest);
+      return newest;
+    }).catch(() => undefined);
+  }
+
+  private async loadProjectChangeMarks(): Promise<void> {
+    if (this.deps.memory)
+      this.projectMarks = await AgentSession.projectChangeMarksFor(this.deps.memory, this);
+  }
+
+  /**
+   * Appends one `memory_saved` entry (after `parentUuid`) naming the project-wide changes this session has not
+   * heard of, and moves its marks past them. Never fails a turn: a store that does not answer costs at most
+   * PROJECT_CHANGES_WAIT_MS and the changes are announced on a later turn.
+   */
+  private async announceProjectChanges(parentUuid: string | null): Promise<TranscriptEntry | undefined> {
+    const memory = this.deps.memory;
+    if (!memory || Date.now() < this.projectChangesRetryAtMs) return undefined;
+    if (!this.projectMarks) {
+      await this.loadProjectChangeMarks();
+      if (!this.projectMarks) this.projectChangesRetryAtMs = Date.now() + PROJECT_CHANGES_RETRY_MS;
+      return undefined;
+    }
+    const marks = this.projectMarks;
+    const found = await withTimeout(() => memory.projectChanges(this).since(marks)).catch(() => undefined);
+    // A store that does not answer is asked again a minute later, not on every turn.
+    if (!found) this.projectChangesRetryAtMs = Date.now() + PROJECT_CHANGES_RETRY_MS;
+    if (!found || found.changes.length === 0) return undefined;
+    const memories = found.changes.flatMap((c) => c.memories);
+    const entry = createSystemEntry(
+      { sessionId: this.sessionId, cwd: this.paths.cwd, parentUuid },
+      'memory_saved',
+      describeProjectChanges(found.changes),
+      { memories, sources: [...new Set(found.changes.map((c) => c.source))] },
+    );
+    await this.append([entry]);
+    this.projectMarks = found.marks;
+    await withTimeout(() => memory.sessionState(this).setProjectChangeMarks(found.marks)).catch(
+      () => undefined,
+    );
+    return entry;
+  }
+
   /** Records what the workers saved, so the transcript shows it (not model-visible). */
   async recordReceipts(receipts: readonly ExtractReceipt[]): Promise<void> {
     const memories = receipts.flatMap((r) => r.memories);
@@ -467,6 +537,31 @@ export class AgentSession {
     }
     return out;
   }
+}
+
+/** Longest a turn waits for the store when it looks for project-wide memory changes. */
+const PROJECT_CHANGES_WAIT_MS = 1_000;
+const PROJECT_CHANGES_RETRY_MS = 60_000;
+
+function withTimeout<T>(fn: () => Promise<T>, ms = PROJECT_CHANGES_WAIT_MS): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    fn(),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('the queue store did not answer')), ms);
+      timer.unref?.();
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+export function describeProjectChanges(changes: readonly ProjectChange[]): string {
+  const parts = changes.map((c) => {
+    const total = c.memories.length + (c.more ?? 0);
+    const what = c.source === 'dream' ? 'Consolidation changed' : 'Team pull wrote';
+    const names = c.memories.map((m) => `${m.path} (${m.action})`).join(', ');
+    return `${what} ${total} memory ${total === 1 ? 'file' : 'files'}: ${names}${c.more ? ` and ${c.more} more` : ''}`;
+  });
+  return parts.join('; ');
 }
 
 export function describeReceipts(receipts: readonly ExtractReceipt[]): string {

@@ -121,7 +121,8 @@ describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
     expect(forkRuns).toBe(2);
 
     const files = readdirSync(fg.paths.memoryDir).sort();
-    expect(files).toEqual(['MEMORY.md', 'feedback_pnpm.md']);
+    // The memory and its index, plus the record of the pointer titles Engram wrote (memdir/index-file.ts).
+    expect(files).toEqual(['.index-titles.json', 'MEMORY.md', 'feedback_pnpm.md']);
     const index = await fs.readFile(fg.paths.memoryIndexPath, 'utf8');
     expect(parseIndexEntries(index).filter((e) => e.file === 'feedback_pnpm.md')).toHaveLength(1);
     expect(unstamped(await fs.readFile(join(fg.paths.memoryDir, 'feedback_pnpm.md'), 'utf8'))).toBe(MEMORY);
@@ -353,7 +354,11 @@ describe.each(WORKER_TEST_BACKENDS)('engine restart on %s', (kind) => {
     for (const { fg, leaf } of sessions) {
       const cursor = await new SessionState(service.engine.state, fg.extractPayload(leaf)).extractCursor();
       expect(cursor?.leafSeq).toBe(leaf.leafSeq);
-      expect(readdirSync(fg.paths.memoryDir).sort()).toEqual(['MEMORY.md', 'feedback_pnpm.md']);
+      expect(readdirSync(fg.paths.memoryDir).sort()).toEqual([
+        '.index-titles.json',
+        'MEMORY.md',
+        'feedback_pnpm.md',
+      ]);
       const index = await fs.readFile(fg.paths.memoryIndexPath, 'utf8');
       expect(parseIndexEntries(index).map((e) => e.file)).toEqual(['feedback_pnpm.md']);
       expect(unstamped(await fs.readFile(join(fg.paths.memoryDir, 'feedback_pnpm.md'), 'utf8'))).toBe(MEMORY);

@@ -1,5 +1,6 @@
 import { promises as fs, constants as fsConstants } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { walk } from '@engram/fs-walk/walk';
 import picomatch from 'picomatch';
 import { parse as parseYaml } from 'yaml';
 
@@ -257,28 +258,12 @@ async function importsOf(file: ClaudeMdFile, depth: number, scope: ImportScope):
 
 /** `.md` files under `dir`, recursively, sorted by relative path; symlinked directories are not followed. */
 async function markdownFilesUnder(dir: string): Promise<string[]> {
-  const found: string[] = [];
-  const visit = async (current: string, depth: number) => {
-    if (depth > 16) return;
-    let entries: import('node:fs').Dirent[];
-    try {
-      entries = await fs.readdir(current, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const entry of entries) {
-      if (entry.name.startsWith('.')) continue;
-      const path = join(current, entry.name);
-      if (entry.isDirectory()) await visit(path, depth + 1);
-      else if ((entry.isFile() || entry.isSymbolicLink()) && entry.name.endsWith('.md')) found.push(path);
-    }
-  };
-  await visit(dir, 0);
-  return found.sort((a, b) => {
-    const ra = relative(dir, a).split(sep).join('/');
-    const rb = relative(dir, b).split(sep).join('/');
-    return ra < rb ? -1 : ra > rb ? 1 : 0;
+  const listing = await walk(dir, {
+    symlinks: 'list',
+    maxDepth: 16,
+    include: (name) => name.endsWith('.md'),
   });
+  return listing.files.sort((a, b) => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0)).map((file) => file.path);
 }
 
 const realOr = (path: string) => fs.realpath(path).catch(() => resolve(path));

@@ -1,5 +1,4 @@
-import { type Dirent, promises as fs } from 'node:fs';
-import { join } from 'node:path';
+import { walk } from '@engram/fs-walk/walk';
 import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
 
 // The Markdown files of a memory directory as consolidation sees them: recursive, `*.md`, regular files only,
@@ -28,43 +27,30 @@ export interface WalkOptions {
 
 /** Relative paths (forward slashes), sorted. A missing directory is empty. */
 export async function listMarkdownFiles(root: string, opts: WalkOptions = {}): Promise<string[]> {
-  const found: string[] = [];
-  const pending = [''];
-  let visited = 0;
-  while (pending.length > 0) {
-    const rel = pending.pop() as string;
-    let entries: Dirent[];
-    try {
-      entries = await fs.readdir(rel === '' ? root : join(root, rel), { withFileTypes: true });
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR') continue;
-      throw new DreamFilesError(
-        'UNREADABLE',
-        `Cannot list ${rel === '' ? 'the memory directory' : rel} (${code ?? String(error)}); check its permissions.`,
-      );
-    }
-    for (const entry of entries) {
-      if (++visited > MAX_WALK_ENTRIES) {
-        throw new DreamFilesError(
-          'TOO_MANY_FILES',
-          `The memory directory has more than ${MAX_WALK_ENTRIES} entries; it should hold notes, not a file tree.`,
-        );
-      }
-      if (entry.name.startsWith('.')) continue;
-      const childRel = rel === '' ? entry.name : `${rel}/${entry.name}`;
-      if (entry.isDirectory()) pending.push(childRel);
-      else if (entry.isFile() && entry.name.endsWith('.md')) {
-        if (entry.name === ENTRYPOINT_NAME && !opts.includeIndexes) continue;
-        found.push(childRel);
-        if (found.length > MAX_DREAM_FILES) {
-          throw new DreamFilesError(
-            'TOO_MANY_FILES',
-            `The memory directory has more than ${MAX_DREAM_FILES} Markdown files; consolidate or archive some first.`,
-          );
-        }
-      }
-    }
+  const listing = await walk(root, {
+    include: (name) => name.endsWith('.md') && (opts.includeIndexes === true || name !== ENTRYPOINT_NAME),
+    maxEntries: MAX_WALK_ENTRIES,
+    maxFiles: MAX_DREAM_FILES,
+  });
+  for (const error of listing.errors) {
+    // A directory that vanished (or turned into a file) mid-walk holds nothing to handle.
+    if (error.code === 'ENOENT' || error.code === 'ENOTDIR') continue;
+    throw new DreamFilesError(
+      'UNREADABLE',
+      `Cannot list ${error.rel === '' ? 'the memory directory' : error.rel} (${error.code}); check its permissions.`,
+    );
   }
-  return found.sort();
+  if (listing.truncated === 'entries') {
+    throw new DreamFilesError(
+      'TOO_MANY_FILES',
+      `The memory directory has more than ${MAX_WALK_ENTRIES} entries; it should hold notes, not a file tree.`,
+    );
+  }
+  if (listing.truncated === 'files') {
+    throw new DreamFilesError(
+      'TOO_MANY_FILES',
+      `The memory directory has more than ${MAX_DREAM_FILES} Markdown files; consolidate or archive some first.`,
+    );
+  }
+  return listing.files.map((file) => file.rel).sort();
 }

@@ -4,6 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import {
   extractMemoryFields,
   extractMemoryFieldsWithSchema,
+  isCoreNumber,
   MAX_FRONTMATTER_CHARS,
   MAX_MEMORY_FILE_CHARS,
   MemoryFormatError,
@@ -12,6 +13,8 @@ import {
   parseSimpleFrontmatter,
   rewriteMemoryFile,
   serializeMemoryFile,
+  YAML_FLOAT,
+  YAML_INT,
 } from './frontmatter.js';
 import { MEMORY_TYPES, parseMemoryType } from './memory-types.js';
 
@@ -382,6 +385,14 @@ const KEYS = [
   'metadata',
   'related',
   'originSessionId',
+  'node_type',
+  'modified',
+  'updated',
+  'supersedes',
+  'names',
+  'Name',
+  'typ',
+  'metadatas',
   'true',
   'null',
   'a_b',
@@ -469,6 +480,27 @@ const VALUES = [
   '9.',
   '1e',
   'nel\u0085char',
+  'nbsp\u00a0',
+  '\u00a0lead',
+  'ideographic\u3000',
+  '"q"\u00a0',
+  '0o17',
+  '0o8',
+  '0o',
+  '0xZ',
+  '0Xff',
+  '1.',
+  '1.2.3',
+  '1e+5',
+  '1E5',
+  '12e',
+  '1e5x',
+  '007',
+  '3.14e-2x',
+  '9-9',
+  'back\\slash "mixed"',
+  '"a # b"',
+  "'a: b'",
   'line\u2028sep',
 ];
 
@@ -515,6 +547,81 @@ describe('property: the frontmatter fast path agrees with YAML wherever it answe
       { numRuns: 1500 },
     );
     expect(answered).toBeGreaterThan(100);
+  });
+
+  it('gives the same answer when the caller has already scanned a printable-ASCII block (the scan’s path)', () => {
+    let answered = 0;
+    fc.assert(
+      fc.property(fc.array(lineArb, { maxLength: 8 }), (lines) => {
+        const block = lines.join('\n');
+        if (/[^\n\x20-\x7e]/.test(block)) return;
+        const scanned = parseSimpleFrontmatter(block, {
+          hash: block.includes('#'),
+          backslash: block.includes('\\'),
+        });
+        expect(scanned).toEqual(parseSimpleFrontmatter(block));
+        if (scanned === undefined) return;
+        answered++;
+        expect(scanned).toEqual(yamlData(block) ?? {});
+      }),
+      { numRuns: 1500 },
+    );
+    expect(answered).toBeGreaterThan(100);
+  });
+
+  it('reads current-form blocks with arbitrary field values exactly as `yaml` does', () => {
+    const text = fc.oneof(
+      fc.string({ unit: 'grapheme-ascii', maxLength: 40 }),
+      fc.string({ unit: 'grapheme', maxLength: 12 }),
+    );
+    const quoted = text.map((t) => `"${t}"`);
+    const uuid = fc.uuid();
+    const iso = fc.date({ noInvalidDate: true }).map((d) => d.toISOString());
+    const scalar = fc.oneof(text, quoted, uuid, iso, fc.constantFrom(...VALUES));
+    let answered = 0;
+    const slug = fc.stringMatching(/^[a-z][a-z0-9-]{0,30}$/);
+    const memoryType = fc.constantFrom(...MEMORY_TYPES);
+    fc.assert(
+      fc.property(
+        fc.oneof(slug, slug, scalar),
+        fc.oneof(quoted, quoted, scalar),
+        fc.oneof(memoryType, memoryType, scalar),
+        fc.oneof(uuid, uuid, scalar),
+        fc.oneof(iso, iso, scalar),
+        (name, description, type, origin, modified) => {
+          const block = [
+            `name: ${name}`,
+            `description: ${description}`,
+            'metadata:',
+            '  node_type: memory',
+            `  type: ${type}`,
+            `  originSessionId: ${origin}`,
+            `  modified: ${modified}`,
+          ].join('\n');
+          const fast = parseSimpleFrontmatter(block);
+          if (fast === undefined) return;
+          answered++;
+          expect(fast).toEqual(yamlData(block));
+        },
+      ),
+      { numRuns: 3000 },
+    );
+    expect(answered).toBeGreaterThan(200);
+  });
+
+  it('isCoreNumber agrees with the core schema’s int and float patterns on digit-led text', () => {
+    const digitLed = fc
+      .tuple(
+        fc.constantFrom(...'0123456789'),
+        fc.string({ unit: fc.constantFrom(...'0123456789.eExXoO+-abcdefABCDEF_:9 '), maxLength: 8 }),
+      )
+      .map(([first, rest]) => first + rest);
+    fc.assert(
+      fc.property(digitLed, (value) => {
+        expect(isCoreNumber(value, 0, value.length)).toBe(YAML_INT.test(value) || YAML_FLOAT.test(value));
+      }),
+      { numRuns: 3000 },
+    );
   });
 
   it('answers for newer Claude Code metadata (UUIDs, timestamps) the way `yaml` does', () => {

@@ -294,122 +294,229 @@ const PLAIN_FIRST_UNSAFE = new Set('-?:,[]{}#&*!|>%@`.+~\'"');
 
 // The YAML 1.2 core schema's reading of a plain scalar that starts with a digit: its integer and float forms
 // (→ leave to YAML); anything else — UUIDs, timestamps, dates, "3 days" — is a string.
-const YAML_INT = /^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$/;
-const YAML_FLOAT = /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$/;
+export const YAML_INT = /^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$/;
+export const YAML_FLOAT = /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$/;
 
-function digitLeadingScalar(value: string): string | undefined {
-  if (YAML_INT.test(value) || YAML_FLOAT.test(value)) return undefined;
-  return value;
+// Character classes of the reader, by code unit below 128: bit 1 = may start a key, bit 2 = may continue a key,
+// bit 4 = makes a plain scalar something other than a plain string when it comes first (PLAIN_FIRST_UNSAFE).
+const CLASS = new Uint8Array(128);
+for (let c = 0; c < 128; c++) {
+  const ch = String.fromCharCode(c);
+  if (/[A-Za-z_]/.test(ch)) CLASS[c] = (CLASS[c] as number) | 1 | 2;
+  if (/[0-9-]/.test(ch)) CLASS[c] = (CLASS[c] as number) | 2;
+  if (PLAIN_FIRST_UNSAFE.has(ch)) CLASS[c] = (CLASS[c] as number) | 4;
 }
 
-function isKeyChar(code: number, first: boolean): boolean {
-  return (
-    (code >= 97 && code <= 122) ||
-    (code >= 65 && code <= 90) ||
-    code === 95 ||
-    (!first && ((code >= 48 && code <= 57) || code === 45))
-  );
+/**
+ * True when block[from, to), which starts with a digit, is a YAML 1.2 core-schema int or float (YAML_INT or
+ * YAML_FLOAT): digits; `0o` + octal or `0x` + hex digits; digits, an optional `.` and digits, an optional
+ * exponent. One pass that stops at the first character no number can have there (a UUID stops at its `-`).
+ */
+export function isCoreNumber(block: string, from: number, to: number): boolean {
+  let i = from;
+  while (i < to && isDigit(block.charCodeAt(i))) i++;
+  if (i === to) return true;
+  let c = block.charCodeAt(i);
+  if (i === from + 1 && block.charCodeAt(from) === 48 /* 0 */ && (c === 111 /* o */ || c === 120) /* x */) {
+    const hex = c === 120;
+    let j = i + 1;
+    if (j === to) return false;
+    for (; j < to; j++) {
+      const d = block.charCodeAt(j);
+      const ok = hex ? isDigit(d) || (d >= 97 && d <= 102) || (d >= 65 && d <= 70) : d >= 48 && d <= 55;
+      if (!ok) return false;
+    }
+    return true;
+  }
+  if (c === 46 /* . */) {
+    i++;
+    while (i < to && isDigit(block.charCodeAt(i))) i++;
+    if (i === to) return true;
+    c = block.charCodeAt(i);
+  }
+  if (c !== 101 /* e */ && c !== 69 /* E */) return false;
+  i++;
+  if (i < to && (block.charCodeAt(i) === 43 || block.charCodeAt(i) === 45)) i++;
+  const digits = i;
+  while (i < to && isDigit(block.charCodeAt(i))) i++;
+  return i === to && i > digits;
 }
 
-/** Length of a simple key at `start` followed by ':' (or -1). */
-function keyLength(line: string, start: number): number {
-  let i = start;
-  while (i < line.length && isKeyChar(line.charCodeAt(i), i === start)) i++;
-  return i > start && line.charCodeAt(i) === 58 /* : */ ? i - start : -1;
+function isDigit(c: number): boolean {
+  return c >= 48 && c <= 57;
 }
 
 /** The string a one-line YAML scalar certainly means, or undefined when only YAML can say. */
 function simpleScalar(value: string): string | undefined {
-  // `value` is already trimmed by the caller.
-  if (value === '') return undefined;
-  const first = value.charCodeAt(0);
-  if (first === 34 /* " */) {
-    if (value.length >= 2 && value.charCodeAt(value.length - 1) === 34) {
-      const inner = value.slice(1, -1);
-      if (!inner.includes('"') && !inner.includes('\\')) return inner;
+  return scalarAt(value, 0, value.length);
+}
+
+/**
+ * The string the one-line scalar block[from, to) certainly means (the caller has stripped surrounding spaces),
+ * or undefined when only YAML can say. Searches are native (`indexOf`); `scan` says which characters the
+ * block contains at all, so most checks cost nothing.
+ */
+function scalarAt(block: string, from: number, to: number, scan: BlockScan = FULL_SCAN): string | undefined {
+  if (from >= to) return undefined;
+  const first = block.charCodeAt(from);
+  const last = block.charCodeAt(to - 1);
+  if (first === 34 /* " */ || first === 39 /* ' */) {
+    if (to - from < 2 || last !== first) return undefined;
+    // The first quote after the opening one must be the closing one; no escapes in double quotes.
+    if (block.indexOf(first === 34 ? '"' : "'", from + 1) !== to - 1) return undefined;
+    if (first === 34 && scan.backslash) {
+      const backslash = block.indexOf('\\', from + 1);
+      if (backslash !== -1 && backslash < to) return undefined;
     }
-    return undefined;
+    return block.slice(from + 1, to - 1);
   }
-  if (first === 39 /* ' */) {
-    if (value.length >= 2 && value.charCodeAt(value.length - 1) === 39) {
-      const inner = value.slice(1, -1);
-      if (!inner.includes("'")) return inner;
-    }
-    return undefined;
+  if (first < 128 && ((CLASS[first] as number) & 4) !== 0) return undefined;
+  if (last === 58 /* : */) return undefined;
+  const colonSpace = block.indexOf(': ', from);
+  if (colonSpace !== -1 && colonSpace < to) return undefined;
+  if (scan.hash) {
+    const comment = block.indexOf(' #', from);
+    if (comment !== -1 && comment < to) return undefined;
   }
-  if (PLAIN_FIRST_UNSAFE.has(value[0] as string)) return undefined;
-  if (value.charCodeAt(value.length - 1) === 58 || value.includes(': ') || value.includes(' #'))
-    return undefined;
-  if (value.length <= 5 && RESERVED_PLAIN.has(value)) return undefined;
-  if (first >= 48 && first <= 57) return digitLeadingScalar(value);
+  const value = block.slice(from, to);
+  const length = to - from;
+  // null/true/false in their three spellings: 4 or 5 letters starting with n, t or f in either case.
+  if ((length === 4 || length === 5) && (first | 0x20) >= 102 && RESERVED_PLAIN.has(value)) return undefined;
+  if (first >= 48 && first <= 57 && isCoreNumber(block, from, to)) return undefined;
   return value;
+}
+
+/** Which characters that need a closer look occur anywhere in a block (`#`: any, not only after a space). */
+export interface BlockScan {
+  backslash: boolean;
+  hash: boolean;
+}
+const FULL_SCAN: BlockScan = { backslash: true, hash: true };
+
+/**
+ * Field names memory files use: valid plain keys, none of them reserved. The reader recognises them in place
+ * (no slice, no hashing) and stores the literal, so the common block costs no string-table lookups.
+ */
+const KNOWN_KEYS = [
+  'name',
+  'description',
+  'type',
+  'metadata',
+  'node_type',
+  'originSessionId',
+  'modified',
+  'updated',
+  'supersedes',
+] as const;
+const KNOWN_BY_LENGTH: number[][] = [];
+KNOWN_KEYS.forEach((key, index) => {
+  const list = KNOWN_BY_LENGTH[key.length] ?? [];
+  list.push(index);
+  KNOWN_BY_LENGTH[key.length] = list;
+});
+
+/** Index in KNOWN_KEYS of `key`, or -1. */
+function knownKeyIndex(key: string): number {
+  const candidates = KNOWN_BY_LENGTH[key.length];
+  if (candidates === undefined) return -1;
+  for (const index of candidates) if (key === KNOWN_KEYS[index]) return index;
+  return -1;
+}
+
+/** True when block[from, to) is a simple key: a letter or `_`, then letters, digits, `_` or `-`. */
+function isSimpleKey(block: string, from: number, to: number): boolean {
+  if (to <= from) return false;
+  const first = block.charCodeAt(from);
+  if (first >= 128 || ((CLASS[first] as number) & 1) === 0) return false;
+  for (let i = from + 1; i < to; i++) {
+    const c = block.charCodeAt(i);
+    if (c >= 128 || ((CLASS[c] as number) & 2) === 0) return false;
+  }
+  return true;
 }
 
 /**
  * Reads blocks made only of `key: value` lines with plain or simply quoted string values, plus one level of
  * `key:` + indented `key: value` lines — the shape memory files almost always have — without a YAML parser.
  * Returns undefined for anything else; property tests check it agrees with `yaml` wherever it answers.
+ * `asciiScan`: the caller has checked that the block holds only printable ASCII and newlines, and says
+ * whether it holds a backslash or a `#` (the scan learns all of it in the pass that finds the block).
  */
-export function parseSimpleFrontmatter(block: string): Record<string, unknown> | undefined {
-  if (UNSAFE_CHARS.test(block)) return undefined;
+export function parseSimpleFrontmatter(
+  block: string,
+  asciiScan?: BlockScan,
+): Record<string, unknown> | undefined {
+  if (asciiScan === undefined && UNSAFE_CHARS.test(block)) return undefined;
+  const scan: BlockScan = asciiScan ?? { backslash: block.includes('\\'), hash: block.includes(' #') };
   const data: Record<string, unknown> = {};
   const n = block.length;
   // A `key:` with no value on its line: its value is null or the indented pairs that follow.
   let openKey: string | undefined;
   let nested: Record<string, unknown> | null = null;
+  let topSeen = 0;
+  let nestedSeen = 0;
   let indent = -1;
   let pos = 0;
   while (pos <= n) {
     let eol = block.indexOf('\n', pos);
     if (eol === -1) eol = n;
-    let spaces = 0;
-    while (pos + spaces < eol && block.charCodeAt(pos + spaces) === 32) spaces++;
-    if (pos + spaces === eol) {
+    let keyStart = pos;
+    while (keyStart < eol && block.charCodeAt(keyStart) === 32) keyStart++;
+    if (keyStart === eol) {
       pos = eol + 1; // blank line
       continue;
     }
+    const spaces = keyStart - pos;
     if (spaces > 0) {
       if (openKey === undefined) return undefined;
       if (indent === -1) indent = spaces;
       else if (spaces !== indent) return undefined;
-      const keyStart = pos + spaces;
-      const keyLen = keyLength(block, keyStart);
-      const colon = keyStart + keyLen;
-      if (keyLen < 0 || colon + 1 >= eol || block.charCodeAt(colon + 1) !== 32) return undefined;
-      const key = block.slice(keyStart, colon);
-      nested ??= {};
-      if (key === '__proto__' || RESERVED_PLAIN.has(key) || Object.hasOwn(nested, key)) return undefined;
-      const value = simpleScalar(block.slice(colon + 2, eol).trim());
-      if (value === undefined) return undefined;
-      nested[key] = value;
-      pos = eol + 1;
-      continue;
-    }
-    if (openKey !== undefined) {
+    } else if (openKey !== undefined) {
       data[openKey] = nested;
       openKey = undefined;
       nested = null;
+      nestedSeen = 0;
       indent = -1;
     }
-    const keyLen = keyLength(block, pos);
-    if (keyLen < 0) return undefined;
-    const colon = pos + keyLen;
-    const key = block.slice(pos, colon);
-    // `null:` is a null key to YAML; `true:`/`false:` are booleans: only YAML knows how they come out.
-    if (key === '__proto__' || RESERVED_PLAIN.has(key) || Object.hasOwn(data, key)) return undefined;
-    if (colon + 1 < eol) {
-      if (block.charCodeAt(colon + 1) !== 32) return undefined;
-      const rest = block.slice(colon + 2, eol).trim();
-      if (rest !== '') {
-        const value = simpleScalar(rest);
-        if (value === undefined) return undefined;
-        data[key] = value;
-        pos = eol + 1;
-        continue;
+    const colon = block.indexOf(':', keyStart);
+    if (colon === -1 || colon >= eol) return undefined;
+    if (spaces > 0) nested ??= {};
+    const target = spaces > 0 ? (nested as Record<string, unknown>) : data;
+    let key = block.slice(keyStart, colon);
+    const known = knownKeyIndex(key);
+    if (known !== -1) {
+      // Stored under the literal (no string-table lookup); duplicates of known keys are tracked in a bit set
+      // per map (one for the top level, one for `nested`).
+      key = KNOWN_KEYS[known] as string;
+      const bit = 1 << known;
+      if (spaces > 0) {
+        if (nestedSeen & bit) return undefined;
+        nestedSeen |= bit;
+      } else {
+        if (topSeen & bit) return undefined;
+        topSeen |= bit;
       }
+    } else {
+      if (!isSimpleKey(block, keyStart, colon)) return undefined;
+      // `null:` is a null key to YAML; `true:`/`false:` are booleans: only YAML knows how they come out.
+      if (key === '__proto__' || RESERVED_PLAIN.has(key) || Object.hasOwn(target, key)) return undefined;
     }
-    openKey = key;
-    data[key] = null; // reserves the key's position (YAML keeps insertion order)
+    let from = colon + 1;
+    if (from < eol) {
+      if (block.charCodeAt(from) !== 32) return undefined;
+      while (from < eol && block.charCodeAt(from) === 32) from++;
+    }
+    let to = eol;
+    while (to > from && block.charCodeAt(to - 1) === 32) to--;
+    if (from === to) {
+      if (spaces > 0) return undefined; // `  key:` with nothing after it: a null or a deeper map
+      openKey = key;
+      data[key] = null; // reserves the key's position (YAML keeps insertion order)
+    } else {
+      const value = scalarAt(block, from, to, scan);
+      if (value === undefined) return undefined;
+      target[key] = value;
+    }
     pos = eol + 1;
   }
   if (openKey !== undefined) data[openKey] = nested;

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTempDir } from '../testing/temp-dir.test-helpers.js';
 import {
   applyIndexRemove,
+  applyIndexRetitle,
   applyIndexUpsert,
   formatIndexLine,
   indexLinesLinkingTo,
@@ -489,5 +490,22 @@ describe('index files on disk', () => {
     const path = join(dir, 'ghost', 'MEMORY.md');
     expect(await removeIndexEntry(path, 'a.md')).toEqual({ changed: false, removed: 0 });
     expect(() => statSync(path)).toThrow();
+  });
+});
+
+describe('applyIndexRetitle', () => {
+  it('changes only the title of the entry line, keeping marker, emphasis, target, hook and line ending', () => {
+    const content =
+      '# Index\r\n  * **[Old title](a.md)** — hook [x](b.md)\r\n- [Old title](b.md) — other\r\n';
+    expect(applyIndexRetitle(content, 'a.md', 'Old title', 'new-slug')).toEqual({
+      content: '# Index\r\n  * **[new-slug](a.md)** — hook [x](b.md)\r\n- [Old title](b.md) — other\r\n',
+      changed: true,
+    });
+  });
+
+  it('does nothing when the title is not the expected one, or the link is not first on its line', () => {
+    expect(applyIndexRetitle('- [Mine](a.md)\n', 'a.md', 'Old', 'new').changed).toBe(false);
+    expect(applyIndexRetitle('- prose [Old](a.md)\n', 'a.md', 'Old', 'new').changed).toBe(false);
+    expect(applyIndexRetitle('- [Old](a.md)\n', 'a.md', 'Old', 'Old').changed).toBe(false);
   });
 });

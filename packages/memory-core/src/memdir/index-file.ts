@@ -1,5 +1,5 @@
 import { promises as fs } from 'node:fs';
-import { posix } from 'node:path';
+import { dirname, join, posix } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
 
@@ -418,5 +418,124 @@ export async function removeIndexEntry(
     const edit = applyIndexRemove(await readIndexForEdit(indexPath), file);
     if (edit.changed) await writeFileAtomic(indexPath, edit.content);
     return { changed: edit.changed, removed: edit.removed };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Titles that follow a memory's name.
+//
+// Engram titles a pointer with the memory's `name`. When another program renames the memory (Claude Code
+// rewrites an Engram file with a slug `name`), the title Engram wrote goes stale; the next upkeep of that file
+// retitles the pointer — only its `[title]`, nothing else on the line or in the index. Only titles Engram
+// wrote are retitled: next to each index Engram keeps the name and title of every pointer it wrote or
+// adopted (`.index-titles.json`; hidden, so no scan, walk or sync sees it), and a title someone edited since
+// (it no longer equals the recorded title) is theirs and stays. A pointer whose title equals the file's
+// current name is adopted. A pointer Engram wrote before it kept records, and whose name has changed since,
+// cannot be told apart from someone else's and is left as it is.
+
+export const INDEX_TITLES_FILE = '.index-titles.json';
+
+interface TitleRecord {
+  name: string;
+  title: string;
+}
+
+/** The title formatIndexLine gives a pointer for `name` (one line, no brackets, shortened to fit). */
+export function indexTitleFor(name: string, file: string): string {
+  const line = formatIndexLine({ title: name, file, hook: '' });
+  return parseEntryLine(line)?.title ?? name;
+}
+
+/**
+ * Replaces the title of the first entry line pointing at `file` (the link first on a list item) with `title`,
+ * when the current title is `expected`; every other byte of the index stays.
+ */
+export function applyIndexRetitle(content: string, file: string, expected: string, title: string): IndexEdit {
+  const target = validateIndexFile(file);
+  const entry = parseIndexEntries(content).find((e) => e.file === target);
+  if (!entry || entry.title !== expected || expected === title) return { content, changed: false };
+  const lines = content.split('\n');
+  const line = lines[entry.lineIndex] as string;
+  const match = ENTRY_LINE.exec(line.endsWith('\r') ? line.slice(0, -1) : line);
+  if (!match) return { content, changed: false };
+  const open = line.indexOf('[', (match[1] as string).length);
+  const close = open + 1 + expected.length;
+  if (open === -1 || line.slice(open + 1, close) !== expected || line[close] !== ']') {
+    return { content, changed: false };
+  }
+  lines[entry.lineIndex] = `${line.slice(0, open + 1)}${title}${line.slice(close)}`;
+  return { content: lines.join('\n'), changed: true };
+}
+
+function titlesPath(indexPath: string): string {
+  return join(dirname(indexPath), INDEX_TITLES_FILE);
+}
+
+async function readTitleRecords(indexPath: string): Promise<Record<string, TitleRecord>> {
+  try {
+    const parsed: unknown = JSON.parse(await fs.readFile(titlesPath(indexPath), 'utf8'));
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return {};
+    const records: Record<string, TitleRecord> = Object.create(null);
+    for (const [file, value] of Object.entries(parsed as Record<string, unknown>)) {
+      const record = value as Partial<TitleRecord> | null;
+      if (typeof record?.name === 'string' && typeof record.title === 'string') {
+        records[file] = { name: record.name, title: record.title };
+      }
+    }
+    return records;
+  } catch {
+    return {}; // none yet, or unreadable: nothing is known to be Engram's
+  }
+}
+
+async function writeTitleRecords(indexPath: string, records: Record<string, TitleRecord>): Promise<void> {
+  const sorted = Object.fromEntries(Object.entries(records).sort(([a], [b]) => (a < b ? -1 : 1)));
+  await writeFileAtomic(titlesPath(indexPath), `${JSON.stringify(sorted, null, 2)}\n`, { mode: 0o600 });
+}
+
+/**
+ * Index upkeep for a file whose pointer exists: when the pointer's title is the one Engram recorded for it and
+ * the file's `name` has changed since, the title follows the name. Records the pointer as Engram's when its
+ * title is the file's current name. Returns whether the index changed.
+ */
+export async function refreshIndexTitle(
+  indexPath: string,
+  file: string,
+  name: string,
+): Promise<{ changed: boolean }> {
+  const target = validateIndexFile(file);
+  return withFileLock(indexPath, async () => {
+    const content = await readIndexForEdit(indexPath);
+    const entry = parseIndexEntries(content).find((e) => e.file === target);
+    if (!entry) return { changed: false };
+    const records = await readTitleRecords(indexPath);
+    const record = records[target];
+    const wanted = indexTitleFor(name, target);
+    if (entry.title === wanted) {
+      if (record?.name !== name || record.title !== wanted) {
+        records[target] = { name, title: wanted };
+        await writeTitleRecords(indexPath, records);
+      }
+      return { changed: false };
+    }
+    if (!record || record.title !== entry.title || record.name === name) return { changed: false };
+    const edit = applyIndexRetitle(content, target, entry.title, wanted);
+    if (!edit.changed) return { changed: false };
+    await writeFileAtomic(indexPath, edit.content);
+    records[target] = { name, title: wanted };
+    await writeTitleRecords(indexPath, records);
+    return { changed: true };
+  });
+}
+
+/** Records that Engram wrote the pointer for `file` with the title of `name` (after an upsert). */
+export async function recordIndexTitle(indexPath: string, file: string, name: string): Promise<void> {
+  const target = validateIndexFile(file);
+  await withFileLock(indexPath, async () => {
+    const records = await readTitleRecords(indexPath);
+    const title = indexTitleFor(name, target);
+    if (records[target]?.name === name && records[target]?.title === title) return;
+    records[target] = { name, title };
+    await writeTitleRecords(indexPath, records);
   });
 }

@@ -252,6 +252,98 @@ describe('ensureIndexPointer', () => {
   });
 });
 
+describe('ensureIndexPointer: titles follow a renamed memory (Claude Code re-slugs names)', () => {
+  const fixtures = join(import.meta.dirname, '__fixtures__', 'index-retitle');
+  const fixture = (name: string) => readFileSync(join(fixtures, name), 'utf8');
+
+  it('retitles only the pointer Engram wrote, only its title, and nothing else in the index', async () => {
+    const { ensureIndexPointer } = await import('./memory-files.js');
+    const { mkdtempSync, promises: fsp } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(join(tmpdir(), 'engram-retitle-'));
+    try {
+      for (const name of ['MEMORY.md', 'hand-titled.md', 'testing-policy.md']) {
+        writeFileSync(join(dir, name), fixture(name));
+      }
+      // Engram's extraction wrote the memory in the older form and added its pointer.
+      writeFileSync(join(dir, 'integration-tests.md'), fixture('engram-written.md'));
+      expect(await ensureIndexPointer(dir, 'integration-tests.md')).toMatchObject({ added: true });
+      const indexed = readFileSync(join(dir, 'MEMORY.md'), 'utf8');
+      expect(indexed).toBe(
+        `${fixture('MEMORY.md')}- [Integration tests use a real DB](integration-tests.md) — Integration tests hit a real database, never mocks\n`,
+      );
+      // The other pointers are left alone by upkeep: one is the user's own title, one a link after prose.
+      expect((await ensureIndexPointer(dir, 'hand-titled.md')).titleUpdated).toBeUndefined();
+      expect((await ensureIndexPointer(dir, 'testing-policy.md')).titleUpdated).toBeUndefined();
+      expect(readFileSync(join(dir, 'MEMORY.md'), 'utf8')).toBe(indexed);
+
+      // Claude Code edits the file: slug name, type moved under metadata, description quoted.
+      writeFileSync(join(dir, 'integration-tests.md'), fixture('claude-code-rewrite.md'));
+      expect(await ensureIndexPointer(dir, 'integration-tests.md')).toEqual({
+        added: false,
+        type: 'feedback',
+        name: 'integration-tests-real-db',
+        titleUpdated: true,
+      });
+      const after = readFileSync(join(dir, 'MEMORY.md'), 'utf8');
+      expect(after).toBe(
+        indexed.replace(
+          '- [Integration tests use a real DB](integration-tests.md)',
+          '- [integration-tests-real-db](integration-tests.md)',
+        ),
+      );
+      // Idempotent: the next upkeep changes nothing.
+      expect((await ensureIndexPointer(dir, 'integration-tests.md')).titleUpdated).toBeUndefined();
+      expect(readFileSync(join(dir, 'MEMORY.md'), 'utf8')).toBe(after);
+      // The record is hidden from every walk (scan, consolidation, team sync).
+      const { scanMemoryDir } = await import('./scan.js');
+      expect((await scanMemoryDir(dir)).headers.map((h) => h.filename).sort()).toEqual([
+        'hand-titled.md',
+        'integration-tests.md',
+        'testing-policy.md',
+      ]);
+      expect(await fsp.readdir(dir)).toContain('.index-titles.json');
+    } finally {
+      await fsp.rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('leaves a title someone edited after Engram wrote it, and adopts one that equals the name', async () => {
+    const { ensureIndexPointer } = await import('./memory-files.js');
+    const { mkdtempSync, promises: fsp } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(join(tmpdir(), 'engram-retitle-'));
+    try {
+      writeFileSync(join(dir, 'integration-tests.md'), fixture('engram-written.md'));
+      await ensureIndexPointer(dir, 'integration-tests.md');
+      const edited = readFileSync(join(dir, 'MEMORY.md'), 'utf8').replace(
+        '[Integration tests use a real DB]',
+        '[Real DB in tests (see CI)]',
+      );
+      writeFileSync(join(dir, 'MEMORY.md'), edited);
+      writeFileSync(join(dir, 'integration-tests.md'), fixture('claude-code-rewrite.md'));
+      expect((await ensureIndexPointer(dir, 'integration-tests.md')).titleUpdated).toBeUndefined();
+      expect(readFileSync(join(dir, 'MEMORY.md'), 'utf8')).toBe(edited);
+
+      // A pointer Claude Code wrote with the name as its title is adopted, then follows the next rename.
+      writeFileSync(join(dir, 'testing-policy.md'), fixture('testing-policy.md'));
+      const withClaudeLine = `${edited}- [testing-policy](testing-policy.md) — where the rules live\n`;
+      writeFileSync(join(dir, 'MEMORY.md'), withClaudeLine);
+      expect((await ensureIndexPointer(dir, 'testing-policy.md')).titleUpdated).toBeUndefined();
+      writeFileSync(
+        join(dir, 'testing-policy.md'),
+        fixture('testing-policy.md').replace('name: testing-policy', 'name: testing-rules'),
+      );
+      expect((await ensureIndexPointer(dir, 'testing-policy.md')).titleUpdated).toBe(true);
+      expect(readFileSync(join(dir, 'MEMORY.md'), 'utf8')).toBe(
+        withClaudeLine.replace('[testing-policy](testing-policy.md)', '[testing-rules](testing-policy.md)'),
+      );
+    } finally {
+      await fsp.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('readMemoryLinkReport', () => {
   it("reads a memory's links, backlinks and dangling links from the directory", async () => {
     const { readMemoryLinkReport } = await import('./memory-files.js');

@@ -13,7 +13,13 @@ import {
   type SerializableMemory,
   serializeMemoryFile,
 } from './frontmatter.js';
-import { indexLinksTo, removeIndexEntry, upsertIndexEntry } from './index-file.js';
+import {
+  indexLinksTo,
+  recordIndexTitle,
+  refreshIndexTitle,
+  removeIndexEntry,
+  upsertIndexEntry,
+} from './index-file.js';
 import { type LinkableMemory, type MemoryLinkReport, memoryLinkReport } from './links.js';
 import type { MemoryType } from './memory-types.js';
 import { type MemoryFileProblem, scanMemoryDir } from './scan.js';
@@ -227,13 +233,14 @@ async function stampMemoryText(
  * Makes sure a memory file has a pointer in the MEMORY.md of its scope (team/ files in team/MEMORY.md, all
  * others in the root index), built from its frontmatter. Pointer maintenance is mechanical, so jobs guarantee
  * it after a model wrote memories instead of trusting the model to have done step two. With `stamp`, the
- * file's `metadata` is maintained first (stampMemoryText). Returns the file's type.
+ * file's `metadata` is maintained first (stampMemoryText). An existing pointer whose title Engram wrote
+ * follows a renamed `name` (refreshIndexTitle: Claude Code re-slugs names). Returns the file's type.
  */
 export async function ensureIndexPointer(
   memoryDir: string,
   relPath: string,
   options: { stamp?: MemoryStamp } = {},
-): Promise<{ added: boolean; type?: MemoryType; name?: string }> {
+): Promise<{ added: boolean; type?: MemoryType; name?: string; titleUpdated?: boolean }> {
   const rel = validateMemoryRelPath(relPath);
   const inTeam = rel.startsWith(`${TEAM_DIRNAME}/`);
   const indexDir = inTeam ? join(memoryDir, TEAM_DIRNAME) : memoryDir;
@@ -258,13 +265,18 @@ export async function ensureIndexPointer(
     ...(fields.type ? { type: fields.type } : {}),
     ...(fields.name ? { name: fields.name } : {}),
   };
-  if (indexLinksTo(content, file)) return { added: false, ...info };
+  if (indexLinksTo(content, file)) {
+    // The pointer exists; if its title is one Engram wrote and the name changed since, it follows the name.
+    const retitled = fields.name ? (await refreshIndexTitle(indexPath, file, fields.name)).changed : false;
+    return { added: false, ...info, ...(retitled ? { titleUpdated: true } : {}) };
+  }
   await fs.mkdir(indexDir, { recursive: true, mode: 0o700 });
   const { changed } = await upsertIndexEntry(indexPath, {
     title: fields.name ?? posix.basename(file, '.md'),
     file,
     hook: fields.description ?? '',
   });
+  if (changed && fields.name) await recordIndexTitle(indexPath, file, fields.name);
   return { added: changed, ...info };
 }
 

@@ -2,8 +2,9 @@ import { mkdirSync, renameSync, symlinkSync, utimesSync, writeFileSync } from 'n
 import { dirname, join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { makeTempDir } from '../testing/temp-dir.test-helpers.js';
-import { MemoryFormatError, parseMemoryFile } from './frontmatter.js';
+import { extractMemoryFields, MemoryFormatError, parseMemoryFile } from './frontmatter.js';
 import {
   clearScanCache,
   formatMemoryManifest,
@@ -230,7 +231,7 @@ describe('scanMemoryDir limits and cache', () => {
 });
 
 describe('parseHead', () => {
-  const candidate = { filename: 'f.md', filePath: '/x/f.md' };
+  const candidate = { rel: 'f.md', path: '/x/f.md' };
 
   it('asks for more bytes when the buffer ends inside a short frontmatter', () => {
     const text = fm([`description: ${'x'.repeat(5000)}`]);
@@ -293,6 +294,80 @@ describe('parseHead', () => {
       ),
       { numRuns: 1000 },
     );
+  });
+
+  it('property: current-form heads read exactly as the `yaml` library reads their block', () => {
+    const text = fc.oneof(
+      fc.string({ unit: 'grapheme-ascii', maxLength: 40 }),
+      fc.string({ unit: 'grapheme', maxLength: 12 }),
+    );
+    const scalar = fc.oneof(
+      text,
+      text.map((t) => `"${t}"`),
+      text.map((t) => `'${t}'`),
+      fc.uuid(),
+      fc.date({ noInvalidDate: true }).map((d) => d.toISOString()),
+      fc.constantFrom(
+        'user',
+        'feedback',
+        'project',
+        'reference',
+        'null',
+        '12',
+        '0x1F',
+        '1e3',
+        '',
+        '~',
+        'a: b',
+      ),
+    );
+    let compared = 0;
+    fc.assert(
+      fc.property(
+        scalar,
+        scalar,
+        scalar,
+        scalar,
+        scalar,
+        fc.boolean(),
+        (name, description, type, origin, modified, crlf) => {
+          const lines = [
+            `name: ${name}`,
+            `description: ${description}`,
+            'metadata:',
+            '  node_type: memory',
+            `  type: ${type}`,
+            `  originSessionId: ${origin}`,
+            `  modified: ${modified}`,
+          ];
+          const block = lines.join(crlf ? '\r\n' : '\n');
+          if (block.includes('\0') || /(^|\n)---/.test(block)) return;
+          let data: unknown;
+          try {
+            data = parseYaml(block, { uniqueKeys: true, logLevel: 'error' });
+          } catch {
+            return; // not YAML: the scan reports or repairs it (covered above)
+          }
+          if (data === null || typeof data !== 'object' || Array.isArray(data)) return;
+          const eol = crlf ? '\r\n' : '\n';
+          const file = `---${eol}${block}${eol}---${eol}Body with [[a-link]].${eol}`;
+          const buffer = Buffer.from(file);
+          const outcome = parseHead(candidate, 0, buffer, buffer.length, true);
+          expect(outcome).not.toBe('need-more');
+          if (outcome === 'need-more' || !('header' in outcome)) throw new Error(JSON.stringify(outcome));
+          const fields = extractMemoryFields(data as Record<string, unknown>);
+          compared++;
+          expect({
+            name: outcome.header.name,
+            description: outcome.header.description,
+            type: outcome.header.type,
+          }).toEqual({ name: fields.name, description: fields.description ?? null, type: fields.type });
+          expect(outcome.header.links).toEqual(['a-link']);
+        },
+      ),
+      { numRuns: 1500 },
+    );
+    expect(compared).toBeGreaterThan(300);
   });
 
   it('property: arbitrary bytes never throw', () => {

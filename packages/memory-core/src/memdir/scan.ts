@@ -1,11 +1,14 @@
 import fs from 'node:fs';
 import { resolve, sep } from 'node:path';
+import { type WalkedFile, walkSync } from '@engram/fs-walk/walk';
 import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
 import {
+  type BlockScan,
   extractMemoryFields,
   MemoryFormatError,
   type MemoryFormatErrorCode,
   parseFrontmatterBlock,
+  parseSimpleFrontmatter,
   splitFrontmatter,
 } from './frontmatter.js';
 import { parseMemoryLinks } from './links.js';
@@ -32,6 +35,8 @@ export const MAX_HEAD_BYTES = 64 * 1024;
 const SYNC_SLICE_MS = 4;
 /** Average per-file read time above which the filesystem is treated as remote and read concurrently. */
 const SLOW_FILE_MS = 1;
+/** Files read between two looks at the clock; two windows averaging over SLOW_FILE_MS switch to async. */
+const CLOCK_WINDOW = 4;
 const ASYNC_CONCURRENCY = 16;
 /** Directory entries visited before the walk gives up (a memory directory is not a source tree). */
 const MAX_WALK_ENTRIES = 50_000;
@@ -89,10 +94,7 @@ export interface ScanResult {
   totalFiles: number;
 }
 
-interface Candidate {
-  filename: string;
-  filePath: string;
-  symlink: boolean;
+interface Candidate extends WalkedFile {
   /** Present when the candidate was stat'ed to pick the newest maxFiles. */
   stat?: fs.Stats;
 }
@@ -123,7 +125,7 @@ export async function scanMemoryDir(memoryDir: string, opts: ScanOptions = {}): 
     // Only the newest maxFiles heads are read: stat everything, keep the newest.
     for (const candidate of candidates) {
       try {
-        candidate.stat = fs.statSync(candidate.filePath);
+        candidate.stat = fs.statSync(candidate.path);
       } catch {
         // unreadable: sorted last, reported when read
       }
@@ -139,12 +141,14 @@ export async function scanMemoryDir(memoryDir: string, opts: ScanOptions = {}): 
   if (opts.io !== 'async') {
     let sliceStart = performance.now();
     let previous = sliceStart;
-    let slowFiles = 0;
+    let slowWindows = 0;
     while (index < candidates.length) {
       outcomes.push(readHeadSync(candidates[index] as Candidate, ctx));
       index++;
+      // The clock is read once per CLOCK_WINDOW files (a read costs about as much as a small file's head).
+      if (index % CLOCK_WINDOW !== 0 && index < candidates.length) continue;
       const now = performance.now();
-      if (now - previous > SLOW_FILE_MS && ++slowFiles >= 4) break;
+      if (now - previous > CLOCK_WINDOW * SLOW_FILE_MS && ++slowWindows >= 2) break;
       previous = now;
       if (now - sliceStart > SYNC_SLICE_MS && index < candidates.length) {
         await yieldToEventLoop();
@@ -173,7 +177,7 @@ export async function scanMemoryDir(memoryDir: string, opts: ScanOptions = {}): 
 function compareCandidates(a: Candidate, b: Candidate): number {
   const diff = (b.stat?.mtimeMs ?? Number.NEGATIVE_INFINITY) - (a.stat?.mtimeMs ?? Number.NEGATIVE_INFINITY);
   if (diff !== 0 && !Number.isNaN(diff)) return diff;
-  return a.filename < b.filename ? -1 : a.filename > b.filename ? 1 : 0;
+  return a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0;
 }
 
 function throwIfAborted(signal: AbortSignal | undefined): void {
@@ -194,48 +198,28 @@ function isMemoryFileName(name: string): boolean {
 }
 
 function walk(root: string, problems: MemoryFileProblem[]): Candidate[] {
-  const found: Candidate[] = [];
-  // Plain concatenation: path.join per file is a measurable share of a 200-file scan.
-  const prefix = root.endsWith(sep) ? root : root + sep;
-  const pending: string[] = [''];
-  let visited = 0;
-  while (pending.length > 0) {
-    const rel = pending.pop() as string;
-    const dir = rel === '' ? root : prefix + rel;
-    let entries: fs.Dirent[];
-    try {
-      entries = fs.readdirSync(dir, { withFileTypes: true });
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (rel === '' && code === 'ENOENT') return found;
-      problems.push({
-        filename: rel,
-        filePath: dir,
-        code: 'DIRECTORY_UNREADABLE',
-        message: `cannot list ${rel === '' ? 'the memory directory' : 'this directory'} (${code ?? String(error)}).`,
-      });
-      continue;
-    }
-    for (const entry of entries) {
-      if (++visited > MAX_WALK_ENTRIES) {
-        problems.push({
-          filename: rel,
-          filePath: dir,
-          code: 'TOO_MANY_ENTRIES',
-          message: `stopped after ${MAX_WALK_ENTRIES} entries; the memory directory should hold notes, not a file tree.`,
-        });
-        return found;
-      }
-      const name = entry.name;
-      if (name.startsWith('.')) continue;
-      const childRel = rel === '' ? name : `${rel}/${name}`;
-      if (entry.isDirectory()) pending.push(childRel);
-      else if ((entry.isFile() || entry.isSymbolicLink()) && isMemoryFileName(name)) {
-        found.push({ filename: childRel, filePath: prefix + childRel, symlink: entry.isSymbolicLink() });
-      }
-    }
+  const listing = walkSync(root, {
+    symlinks: 'list',
+    include: isMemoryFileName,
+    maxEntries: MAX_WALK_ENTRIES,
+  });
+  for (const error of listing.errors) {
+    problems.push({
+      filename: error.rel,
+      filePath: error.path,
+      code: 'DIRECTORY_UNREADABLE',
+      message: `cannot list ${error.rel === '' ? 'the memory directory' : 'this directory'} (${error.code}).`,
+    });
   }
-  return found;
+  if (listing.truncated === 'entries') {
+    problems.push({
+      filename: '',
+      filePath: root,
+      code: 'TOO_MANY_ENTRIES',
+      message: `stopped after ${MAX_WALK_ENTRIES} entries; the memory directory should hold notes, not a file tree.`,
+    });
+  }
+  return listing.files;
 }
 
 interface ReadContext {
@@ -275,7 +259,7 @@ interface StatLike {
 }
 
 function cachedOutcome(candidate: Candidate, stat: StatLike | undefined): HeadOutcome | undefined {
-  const cached = headCache.get(candidate.filePath);
+  const cached = headCache.get(candidate.path);
   if (
     cached === undefined ||
     stat === undefined ||
@@ -290,18 +274,18 @@ function cachedOutcome(candidate: Candidate, stat: StatLike | undefined): HeadOu
   // The same file may be scanned from a different root (memory dir vs team dir): rebase the names.
   const outcome = cached.outcome;
   if ('header' in outcome) {
-    return { header: { ...outcome.header, filename: candidate.filename, filePath: candidate.filePath } };
+    return { header: { ...outcome.header, filename: candidate.rel, filePath: candidate.path } };
   }
-  return { problem: { ...outcome.problem, filename: candidate.filename, filePath: candidate.filePath } };
+  return { problem: { ...outcome.problem, filename: candidate.rel, filePath: candidate.path } };
 }
 
 function remember(candidate: Candidate, stat: StatLike, outcome: HeadOutcome): HeadOutcome {
   if ('problem' in outcome && outcome.problem.code === 'READ_FAILED') return outcome;
-  if (headCache.size >= SCAN_CACHE_MAX_ENTRIES && !headCache.has(candidate.filePath)) {
+  if (headCache.size >= SCAN_CACHE_MAX_ENTRIES && !headCache.has(candidate.path)) {
     const oldest = headCache.keys().next();
     if (!oldest.done) headCache.delete(oldest.value);
   }
-  headCache.set(candidate.filePath, {
+  headCache.set(candidate.path, {
     dev: stat.dev,
     ino: stat.ino,
     size: stat.size,
@@ -316,13 +300,13 @@ function remember(candidate: Candidate, stat: StatLike, outcome: HeadOutcome): H
 // Heads
 
 function problem(candidate: Candidate, code: MemoryFileProblemCode, message: string): HeadOutcome {
-  return { problem: { filename: candidate.filename, filePath: candidate.filePath, code, message } };
+  return { problem: { filename: candidate.rel, filePath: candidate.path, code, message } };
 }
 
 function symlinkOutside(candidate: Candidate, ctx: ReadContext): HeadOutcome | undefined {
   try {
     ctx.realRoot ??= fs.realpathSync(ctx.memoryDir);
-    const real = fs.realpathSync(candidate.filePath);
+    const real = fs.realpathSync(candidate.path);
     const prefix = ctx.realRoot.endsWith(sep) ? ctx.realRoot : ctx.realRoot + sep;
     if (real.startsWith(prefix)) return undefined;
     return problem(candidate, 'OUTSIDE_MEMORY_DIR', 'symlink points outside the memory directory; not read.');
@@ -343,10 +327,10 @@ function readHeadSync(candidate: Candidate, ctx: ReadContext): HeadOutcome {
     const refused = symlinkOutside(candidate, ctx);
     if (refused) return refused;
   }
-  if (ctx.cache && headCache.has(candidate.filePath)) {
+  if (ctx.cache && headCache.has(candidate.path)) {
     let stat: StatLike | undefined = candidate.stat;
     try {
-      stat ??= fs.statSync(candidate.filePath, { throwIfNoEntry: false });
+      stat ??= fs.statSync(candidate.path, { throwIfNoEntry: false });
     } catch {
       stat = undefined;
     }
@@ -355,7 +339,7 @@ function readHeadSync(candidate: Candidate, ctx: ReadContext): HeadOutcome {
   }
   let fd: number;
   try {
-    fd = fs.openSync(candidate.filePath, candidate.symlink ? OPEN_FLAGS : OPEN_NOFOLLOW);
+    fd = fs.openSync(candidate.path, candidate.symlink ? OPEN_FLAGS : OPEN_NOFOLLOW);
   } catch (error) {
     return readFailed(candidate, error);
   }
@@ -409,16 +393,16 @@ async function readHeadAsync(candidate: Candidate, ctx: ReadContext): Promise<He
     const refused = symlinkOutside(candidate, ctx);
     if (refused) return refused;
   }
-  if (ctx.cache && headCache.has(candidate.filePath)) {
+  if (ctx.cache && headCache.has(candidate.path)) {
     const stat = await new Promise<StatLike | undefined>((resolve) =>
-      fs.stat(candidate.filePath, (error, st) => resolve(error ? undefined : st)),
+      fs.stat(candidate.path, (error, st) => resolve(error ? undefined : st)),
     );
     const hit = cachedOutcome(candidate, stat);
     if (hit) return hit;
   }
   // Callback API: several times cheaper per call than fs.promises' FileHandle.
   return new Promise((resolve) => {
-    fs.open(candidate.filePath, candidate.symlink ? OPEN_FLAGS : OPEN_NOFOLLOW, (openError, fd) => {
+    fs.open(candidate.path, candidate.symlink ? OPEN_FLAGS : OPEN_NOFOLLOW, (openError, fd) => {
       if (openError) return resolve(readFailed(candidate, openError));
       const finish = (outcome: HeadOutcome) => fs.close(fd, () => resolve(outcome));
       fs.fstat(fd, (statError, stat) => {
@@ -442,80 +426,85 @@ async function readHeadAsync(candidate: Candidate, ctx: ReadContext): Promise<He
   });
 }
 
-const DASHES = 0x2d;
 const NEWLINE = 0x0a;
-const LINK_OPEN = Buffer.from('[[');
+const NOT_PRINTABLE_ASCII = /[^\n\x20-\x7e]/;
+const NO_SPECIALS: BlockScan = { hash: false, backslash: false };
+
+function isBlank(code: number): boolean {
+  return code === 0x20 || code === 0x09 || code === 0x0d;
+}
 
 /**
  * Turns the first bytes of a file into a header, a problem, or 'need-more' (the buffer filled up before the
- * frontmatter closed and before 30 lines). Only the bytes up to the closing delimiter are decoded.
+ * frontmatter closed and before 30 lines).
  */
 export function parseHead(
-  candidate: { filename: string; filePath: string },
+  candidate: { rel: string; path: string },
   mtimeMs: number,
   buffer: Buffer,
   length: number,
   eof: boolean,
 ): HeadOutcome | 'need-more' {
   const c = candidate as Candidate;
-  const bytes = buffer.subarray(0, length);
-  if (bytes.indexOf(0) !== -1) {
+  // One latin1 decode of the bytes read (a byte per character, no validation): every search below is then a
+  // V8 string search, far cheaper per call than Buffer#indexOf. Searching it for ASCII text is exact, since no
+  // byte of a multi-byte UTF-8 sequence is ASCII; text that is shown is decoded as UTF-8 from the buffer.
+  const head = buffer.toString('latin1', 0, length);
+  if (head.indexOf('\0') !== -1) {
     return problem(c, 'BINARY', 'file contains NUL bytes; it is binary, not a Markdown memory.');
   }
-  const start = length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
-  const base: MemoryHeader = { filename: c.filename, filePath: c.filePath, mtimeMs, description: null };
-  // Links cost a decode only in the files that have some (a native search for the two bytes first).
-  if (bytes.indexOf(LINK_OPEN) !== -1) {
+  const start = length >= 3 && buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf ? 3 : 0;
+  const base: MemoryHeader = { filename: c.rel, filePath: c.path, mtimeMs, description: null };
+  // Links cost a decode only in the files that have some.
+  if (head.indexOf('[[', start) !== -1) {
     const links = parseMemoryLinks(buffer.toString('utf8', start, length));
     if (links.length > 0) base.links = links;
   }
-  if (
-    length - start < 3 ||
-    bytes[start] !== DASHES ||
-    bytes[start + 1] !== DASHES ||
-    bytes[start + 2] !== DASHES
-  ) {
-    return { header: base };
-  }
+  if (!head.startsWith('---', start)) return { header: base };
   // Quick path: a bare `---` first line and a closing `---` line within the line limit — nearly every memory
-  // file. One pass over the bytes (Buffer.indexOf has a per-call cost that dominated here), and only the
-  // block is decoded. Anything else — a language tag, no close within the bytes we have — takes the general
-  // path, which agrees with parseMemoryFile (property-tested).
+  // file. The closing line is found with one search for "\n---" (plus one per `----`/`--- x` line inside the
+  // block); a block of printable ASCII is used as decoded, and what the reader needs to know about its
+  // characters is asked of it once. Anything else — a language tag, no close within the bytes we have —
+  // takes the general path, which agrees with parseMemoryFile (property-tested).
   let i = start + 3;
-  while (i < length && (bytes[i] === 0x20 || bytes[i] === 0x09 || bytes[i] === 0x0d)) i++;
-  if (i < length && bytes[i] === NEWLINE) {
+  while (i < length && isBlank(head.charCodeAt(i))) i++;
+  if (i < length && head.charCodeAt(i) === NEWLINE) {
     const blockStart = i + 1;
-    let lineStart = blockStart;
-    let lineNo = 2;
-    for (let p = blockStart; lineNo <= FRONTMATTER_MAX_LINES; p++) {
-      const atEnd = p >= length;
-      if (atEnd && !eof) break;
-      if (!atEnd && bytes[p] !== NEWLINE) continue;
-      if (
-        p - lineStart >= 3 &&
-        bytes[lineStart] === DASHES &&
-        bytes[lineStart + 1] === DASHES &&
-        bytes[lineStart + 2] === DASHES &&
-        isBareDelimiter(bytes, lineStart + 3, p)
-      ) {
-        let blockEnd = lineStart > blockStart ? lineStart - 1 : blockStart;
-        if (blockEnd > blockStart && bytes[blockEnd - 1] === 0x0d) blockEnd--;
-        return headerFromBlock(
-          c,
-          base,
-          blockEnd > blockStart ? buffer.toString('utf8', blockStart, blockEnd) : '',
-        );
+    let search = i; // the opening line's newline: an empty block closes right after it
+    for (;;) {
+      const q = head.indexOf('\n---', search);
+      if (q === -1) break;
+      let e = q + 4;
+      while (e < length && isBlank(head.charCodeAt(e))) e++;
+      if (e < length && head.charCodeAt(e) !== NEWLINE) {
+        search = q + 1; // `----` or `--- text`: not a delimiter
+        continue;
       }
-      if (atEnd) break;
-      lineStart = p + 1;
-      lineNo++;
+      if (e >= length && !eof) break; // the line may go on past the bytes read
+      let blockEnd = Math.max(q, blockStart);
+      if (blockEnd > blockStart && head.charCodeAt(blockEnd - 1) === 0x0d) blockEnd--;
+      // The opening line is line 1 and the block starts on line 2: the closing line must be within the limit.
+      let closingLine = 2;
+      for (let nl = head.indexOf('\n', blockStart); nl !== -1 && nl <= q; nl = head.indexOf('\n', nl + 1)) {
+        if (++closingLine > FRONTMATTER_MAX_LINES) break;
+      }
+      if (closingLine > FRONTMATTER_MAX_LINES) break;
+      if (blockEnd === blockStart) return headerFromBlock(c, base, '', NO_SPECIALS);
+      const latin1 = head.slice(blockStart, blockEnd);
+      if (NOT_PRINTABLE_ASCII.test(latin1)) {
+        return headerFromBlock(c, base, buffer.toString('utf8', blockStart, blockEnd));
+      }
+      return headerFromBlock(c, base, latin1, {
+        hash: latin1.includes('#'),
+        backslash: latin1.includes('\\'),
+      });
     }
   }
   // General path: whole lines only, at most FRONTMATTER_MAX_LINES of them.
   let end = start;
   let lines = 0;
   while (lines < FRONTMATTER_MAX_LINES) {
-    const nl = bytes.indexOf(NEWLINE, end);
+    const nl = head.indexOf('\n', end);
     if (nl === -1) break;
     end = nl + 1;
     lines++;
@@ -536,16 +525,6 @@ export function parseHead(
   );
 }
 
-/** True when bytes [from, to) are only spaces, tabs or a CR: the rest of a `---` delimiter line. */
-function isBareDelimiter(bytes: Buffer, from: number, to: number): boolean {
-  if (to < from) return false;
-  for (let i = from; i < to; i++) {
-    const b = bytes[i];
-    if (b !== 0x20 && b !== 0x09 && b !== 0x0d) return false;
-  }
-  return true;
-}
-
 function tooLongProblem(c: Candidate): HeadOutcome {
   return problem(
     c,
@@ -562,16 +541,24 @@ function trySplit(
   | { problem: MemoryFileProblem }
   | undefined {
   try {
-    const split = splitFrontmatter(text, c.filename, FRONTMATTER_MAX_LINES);
+    const split = splitFrontmatter(text, c.rel, FRONTMATTER_MAX_LINES);
     return split.kind === 'none' ? undefined : split;
   } catch (error) {
     return formatProblem(c, error);
   }
 }
 
-function headerFromBlock(c: Candidate, base: MemoryHeader, block: string): HeadOutcome {
+/** `asciiScan`: the block is known to hold only printable ASCII and newlines (see parseSimpleFrontmatter). */
+function headerFromBlock(
+  c: Candidate,
+  base: MemoryHeader,
+  block: string,
+  asciiScan?: BlockScan,
+): HeadOutcome {
   try {
-    const data = parseFrontmatterBlock(block, c.filename).data;
+    const data =
+      (asciiScan ? parseSimpleFrontmatter(block, asciiScan) : undefined) ??
+      parseFrontmatterBlock(block, c.rel).data;
     const fields = extractMemoryFields(data);
     const header: MemoryHeader = {
       filename: base.filename,
@@ -582,8 +569,10 @@ function headerFromBlock(c: Candidate, base: MemoryHeader, block: string): HeadO
     if (fields.name !== undefined) header.name = fields.name;
     if (fields.type !== undefined) header.type = fields.type;
     if (base.links) header.links = base.links;
-    const supersedes = stringList(data.supersedes);
-    if (supersedes.length > 0) header.supersedes = supersedes;
+    if (data.supersedes !== undefined) {
+      const supersedes = stringList(data.supersedes);
+      if (supersedes.length > 0) header.supersedes = supersedes;
+    }
     const modified = dateMs(data.modified ?? data.updated);
     if (modified !== undefined) header.modifiedMs = modified;
     return { header };
@@ -593,6 +582,7 @@ function headerFromBlock(c: Candidate, base: MemoryHeader, block: string): HeadO
 }
 
 function stringList(value: unknown): string[] {
+  if (value === undefined || value === null) return [];
   const items = Array.isArray(value) ? value : value === undefined || value === null ? [] : [value];
   return items
     .filter((v): v is string => typeof v === 'string')
@@ -608,13 +598,13 @@ function dateMs(value: unknown): number | undefined {
 
 function formatProblem(c: Candidate, error: unknown): { problem: MemoryFileProblem } {
   if (error instanceof MemoryFormatError) {
-    const message = error.message.startsWith(`${c.filename}: `)
-      ? error.message.slice(c.filename.length + 2)
+    const message = error.message.startsWith(`${c.rel}: `)
+      ? error.message.slice(c.rel.length + 2)
       : error.message;
-    return { problem: { filename: c.filename, filePath: c.filePath, code: error.code, message } };
+    return { problem: { filename: c.rel, filePath: c.path, code: error.code, message } };
   }
   return {
-    problem: { filename: c.filename, filePath: c.filePath, code: 'READ_FAILED', message: String(error) },
+    problem: { filename: c.rel, filePath: c.path, code: 'READ_FAILED', message: String(error) },
   };
 }
 

@@ -1,3 +1,4 @@
+import type { ProjectChangeMarks } from './project-changes.js';
 import type { StateStore, Versioned } from './state-store.js';
 import { tenantKey } from './tenant-scope.js';
 
@@ -153,11 +154,24 @@ export class SessionState {
     await this.store.setJson(`${this.scope}:extract-receipts`, next, this.ttlMs);
   }
 
+  /** The newest project-wide memory change (per source) this session has announced (ProjectChanges). */
+  async projectChangeMarks(): Promise<ProjectChangeMarks | undefined> {
+    return this.store.getJson<ProjectChangeMarks>(`${this.scope}:project-changes-seen`);
+  }
+
+  async setProjectChangeMarks(marks: ProjectChangeMarks): Promise<void> {
+    await this.store.setJson(`${this.scope}:project-changes-seen`, marks, this.ttlMs);
+  }
+
   /** Every key this session's state may occupy (for its cost, and for tests). */
   get keys(): string[] {
-    return ['extract-cursor', 'extract-requested', 'session-memory', 'extract-receipts'].map(
-      (k) => `${this.scope}:${k}`,
-    );
+    return [
+      'extract-cursor',
+      'extract-requested',
+      'session-memory',
+      'extract-receipts',
+      'project-changes-seen',
+    ].map((k) => `${this.scope}:${k}`);
   }
 
   /** The lease key serialising session-memory updates for this session. */

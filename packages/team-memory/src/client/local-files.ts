@@ -1,5 +1,5 @@
-import { type Dirent, promises as fs } from 'node:fs';
-import { join } from 'node:path';
+import { promises as fs } from 'node:fs';
+import { walk } from '@engram/fs-walk/walk';
 import { validateTeamKey } from '@engram/memory-core/paths/containment';
 import { scanForSecrets } from '@engram/memory-core/security/secret-scanner';
 import { hashContent, MAX_ENTRY_BYTES } from '../contract.js';
@@ -44,44 +44,28 @@ export interface LocalTeamFiles {
 export async function readLocalTeamFiles(teamDir: string): Promise<LocalTeamFiles> {
   const entries = new Map<string, LocalEntry>();
   const skipped: SkippedFile[] = [];
-  const pending = [''];
-  let visited = 0;
-  while (pending.length > 0) {
-    const rel = pending.pop() as string;
-    let dirents: Dirent[];
-    try {
-      dirents = await fs.readdir(rel === '' ? teamDir : join(teamDir, rel), { withFileTypes: true });
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR') continue;
-      skipped.push({ key: rel || '.', reason: 'unreadable', code: code ?? 'UNKNOWN' });
+  const listing = await walk(teamDir, { maxEntries: MAX_WALK_ENTRIES });
+  for (const error of listing.errors) {
+    // A directory that vanished (or turned into a file) mid-walk holds nothing to push.
+    if (error.code === 'ENOENT' || error.code === 'ENOTDIR') continue;
+    skipped.push({ key: error.rel || '.', reason: 'unreadable', code: error.code });
+  }
+  for (const { rel: key, path } of listing.files) {
+    const valid = validateTeamKey(key);
+    if (!valid.ok) {
+      skipped.push({ key, reason: 'invalid-key', code: valid.code });
       continue;
     }
-    for (const dirent of dirents) {
-      if (++visited > MAX_WALK_ENTRIES) break;
-      if (dirent.name.startsWith('.')) continue;
-      const key = rel === '' ? dirent.name : `${rel}/${dirent.name}`;
-      if (dirent.isDirectory()) {
-        pending.push(key);
-        continue;
-      }
-      if (!dirent.isFile()) continue;
-      const valid = validateTeamKey(key);
-      if (!valid.ok) {
-        skipped.push({ key, reason: 'invalid-key', code: valid.code });
-        continue;
-      }
-      if (entries.size >= MAX_TEAM_FILES) {
-        skipped.push({ key, reason: 'too-many-files' });
-        continue;
-      }
-      const entry = await readEntry(join(teamDir, key));
-      if ('reason' in entry) {
-        skipped.push({ key, ...entry });
-        continue;
-      }
-      entries.set(key, entry);
+    if (entries.size >= MAX_TEAM_FILES) {
+      skipped.push({ key, reason: 'too-many-files' });
+      continue;
     }
+    const entry = await readEntry(path);
+    if ('reason' in entry) {
+      skipped.push({ key, ...entry });
+      continue;
+    }
+    entries.set(key, entry);
   }
   return { entries: new Map([...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))), skipped };
 }

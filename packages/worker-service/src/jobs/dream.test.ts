@@ -14,6 +14,7 @@ import {
   recordConsolidatedAt,
   tryAcquireConsolidation,
 } from '@engram/queue/state/consolidation-lock';
+import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { Closer } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { comparePrefix } from '@engram/testkit/prefix';
@@ -135,6 +136,21 @@ describe('dream end to end', () => {
       deniedToolCalls: 2,
       previousConsolidatedAt: new Date(prior).toISOString(),
     });
+
+    // Every session of the project hears of the changed files (the foreground's notice reads this feed).
+    const feed = new ProjectChanges(
+      service.engine.state,
+      projectChangesScope({ projectDir: sanitizePath(fg.cwd) }),
+    );
+    expect((await feed.since({})).changes).toMatchObject([
+      {
+        source: 'dream',
+        memories: [
+          { path: 'feedback_pnpm.md', action: 'updated' },
+          { path: 'feedback_pnpm_again.md', action: 'deleted' },
+        ],
+      },
+    ]);
 
     // Files: the duplicate is gone, the survivor holds the merged content, the index points at the three left.
     expect(

@@ -40,6 +40,7 @@ import {
   recordConsolidatedAt,
   tryAcquireConsolidation,
 } from '@engram/queue/state/consolidation-lock';
+import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import type { HandlerContext } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
 import { projectWriterLeaseKey } from './extract.js';
@@ -391,6 +392,12 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
             { ...result, atMs: Date.now() },
             DREAM_RECEIPT_TTL_MS,
           );
+          // Every session of the project hears of the files on its next model call (ProjectChanges).
+          await new ProjectChanges(deps.engine.state, projectChangesScope(payload)).record('dream', [
+            ...result.files.created.map((path) => ({ path, action: 'created' as const })),
+            ...result.files.updated.map((path) => ({ path, action: 'updated' as const })),
+            ...result.files.deleted.map((path) => ({ path, action: 'deleted' as const })),
+          ]);
           return result;
         },
         // Any failure while this worker still owns the project rolls `.consolidate-lock` back (the snapshot

@@ -285,7 +285,12 @@ describe.each(WORKER_TEST_BACKENDS)('extract end to end on %s', (_kind, backend)
     const service = await startService(backend, fg.engramHome);
     await producerFor(service).enqueue('extract', fg.extractPayload(leaf));
     await waitForResults(service, 1);
-    expect(readdirSync(fg.paths.memoryDir).sort()).toEqual(['MEMORY.md', 'feedback_pnpm.md']);
+    // The memory and its index, plus the record of the pointer titles Engram wrote (memdir/index-file.ts).
+    expect(readdirSync(fg.paths.memoryDir).sort()).toEqual([
+      '.index-titles.json',
+      'MEMORY.md',
+      'feedback_pnpm.md',
+    ]);
   });
 });
 

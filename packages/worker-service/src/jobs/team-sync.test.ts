@@ -5,6 +5,7 @@ import { engramPathsFromDirNames } from '@engram/memory-core/paths/memory-paths'
 import type { TeamSyncPayload, TeamSyncResult } from '@engram/queue/jobs/team-sync';
 import { JobProducer } from '@engram/queue/producer';
 import { holdLeaseInTurn } from '@engram/queue/state/held-lease';
+import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import {
   startTeamMemoryTestServer,
   type TeamMemoryTestServer,
@@ -123,6 +124,19 @@ describe('team-sync jobs', () => {
       written: [{ key: 'x.md', change: 'created' }],
     });
     expect(readFileSync(join(b.teamDir, 'x.md'), 'utf8')).toContain('blue pipeline');
+    // Every session of b's project hears of the pulled file (the foreground's notice reads this feed); a
+    // push records nothing.
+    const feed = new ProjectChanges(b.service.engine.state, projectChangesScope({ projectDir: PROJECT }));
+    expect((await feed.since({})).changes).toMatchObject([
+      { source: 'team-pull', memories: [{ path: 'team/x.md', action: 'created' }] },
+    ]);
+    expect(
+      (
+        await new ProjectChanges(a.service.engine.state, projectChangesScope({ projectDir: PROJECT })).since(
+          {},
+        )
+      ).changes,
+    ).toEqual([]);
 
     put(b, 'x.md', '---\nname: deploy\n---\nDeploys go through the green pipeline.\n');
     expect(result(await b.run('push'))).toMatchObject({ outcome: 'pushed', pushed: ['x.md'] });

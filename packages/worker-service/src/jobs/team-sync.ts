@@ -1,7 +1,8 @@
-import { join } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { takeWriterTurn } from '@engram/memory-work/writer-turn';
 import type { TeamSyncResult } from '@engram/queue/jobs/team-sync';
 import { teamSyncQueueConfig } from '@engram/queue/queues/team-sync.config';
+import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { type JobHandler, PermanentJobError } from '@engram/queue/worker';
 import { TeamMemoryHttpClient } from '@engram/team-memory/client/http-client';
 import {
@@ -134,6 +135,15 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
           { ...log, keys: report.conflicts },
           'team memory changed here and on the service; the service won',
         );
+      // Every session of the project hears of the files the pull wrote on its next model call.
+      const teamRel = relative(paths.memoryDir, paths.teamDir).split(sep).join('/');
+      await new ProjectChanges(deps.engine.state, projectChangesScope(payload)).record(
+        'team-pull',
+        report.written.map((w) => ({
+          path: `${teamRel}/${w.key}`,
+          action: w.change === 'updated' ? ('updated' as const) : ('created' as const),
+        })),
+      );
       return pullResult(report);
     }
     const report = await pushTeamMemory(target);
