@@ -48,6 +48,7 @@ const NAMESPACE = 'soak';
 const ENGRAM = fileURLToPath(new URL('../apps/agent/src/bin/engram.ts', import.meta.url));
 const WORKERS_BIN = fileURLToPath(new URL('../apps/workers/src/bin/engram-workers.ts', import.meta.url));
 const MODEL_BIN = fileURLToPath(new URL('./lib/soak-model.ts', import.meta.url));
+const BASELINE_BIN = fileURLToPath(new URL('./lib/soak-client-baseline.ts', import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function spawnNode(entry: string, args: string[], env: NodeJS.ProcessEnv, ipc = false): ChildProcess {
@@ -102,6 +103,7 @@ async function startModelProcess(mode: 'soak' | 'extract') {
         child.on('message', on);
         child.send({ type: 'stats' });
       }),
+    reset: () => child.send({ type: 'reset' }),
     close: async () => {
       const exited = new Promise((r) => child.once('exit', r));
       child.disconnect();
@@ -458,6 +460,21 @@ async function main(): Promise<void> {
   process.exit(0);
 }
 
+/** The model client alone in its own process at concurrency 100 against `url`: calls per second. */
+async function clientBaseline(url: string, calls: number): Promise<{ rate: number; cpuMsPerCall: number }> {
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', BASELINE_BIN, url], {
+    env: { PATH: process.env.PATH, SOAK_BASELINE_CALLS: String(calls), SOAK_BASELINE_CONCURRENCY: '100' },
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  await new Promise((r) => child.once('exit', r));
+  const { seconds, cpuMs } = JSON.parse(out.trim()) as { seconds: number; cpuMs: number };
+  return { rate: calls / seconds, cpuMsPerCall: cpuMs / calls };
+}
+
 /** One worker process, concurrency 100, a 500 ms model: extract jobs per second over EXTRACT_JOBS jobs. */
 async function extractThroughput(base: string): Promise<void> {
   const redis = await startLocalRedis({ dir: join(base, 'redis-x') });
@@ -481,6 +498,10 @@ async function extractThroughput(base: string): Promise<void> {
     ENGRAM_DASHBOARD: 'false',
     LOG_LEVEL: 'silent',
   };
+  // Baseline in the same run, before and after the worker: what the bare model client reaches on this machine
+  // now (the scripted server and the machine's other load bound it too).
+  const baselineBefore = await clientBaseline(model.url, EXTRACT_JOBS);
+  model.reset();
   const worker = spawnNode(WORKERS_BIN, [], env);
   const { createQueueEngine } = await import('@engram/queue/engine');
   const { JobProducer } = await import('@engram/queue/producer');
@@ -515,12 +536,23 @@ async function extractThroughput(base: string): Promise<void> {
   console.log(
     `extract throughput: ${EXTRACT_JOBS} jobs in ${seconds.toFixed(2)} s = ${rate.toFixed(1)} jobs/s at concurrency 100 with a ${EXTRACT_MODEL_MS} ms model (${((rate / ideal) * 100).toFixed(0)}% of ${ideal}/s; target ≥ 80%); load average ${load()}`,
   );
+  const durations = jobs.map((j) => (j.finishedOn ?? 0) - (j.processedOn ?? 0));
+  const meanMs = durations.reduce((x, y) => x + y, 0) / durations.length;
+  console.log(
+    `  job time (processed → finished) p50 ${percentile(durations, 50).toFixed(0)} ms, p90 ${percentile(durations, 90).toFixed(0)} ms, mean ${meanMs.toFixed(0)} ms against the ${EXTRACT_MODEL_MS} ms model; jobs in flight on average ${((rate * meanMs) / 1000).toFixed(0)} of 100`,
+  );
   console.log(
     `  CPU ms per job: ${Object.entries(cpu)
       .map(([g, s]) => `${g} ${((s / EXTRACT_JOBS) * 1000).toFixed(2)}`)
       .join(', ')} (the driver only polls here)`,
   );
   worker.kill('SIGTERM');
+  await new Promise((r) => (worker.exitCode !== null ? r(undefined) : worker.once('exit', r)));
+  const baselineAfter = await clientBaseline(model.url, EXTRACT_JOBS);
+  const baseRate = (baselineBefore.rate + baselineAfter.rate) / 2;
+  console.log(
+    `  baseline: the model client alone (own process, same server, concurrency 100) ${baselineBefore.rate.toFixed(1)} / ${baselineAfter.rate.toFixed(1)} calls/s before / after (${((baseRate / ideal) * 100).toFixed(0)}% of ${ideal}/s, ${((baselineBefore.cpuMsPerCall + baselineAfter.cpuMsPerCall) / 2).toFixed(2)} CPU ms per call); worker / baseline = ${((rate / baseRate) * 100).toFixed(0)}%`,
+  );
   await producer.close();
   await engine.close();
   await model.close();

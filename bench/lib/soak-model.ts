@@ -1,6 +1,7 @@
 // The soak's scripted model (testkit's server) in a process of its own, so its request parsing, prefix hashing
 // and SSE encoding do not share an event loop with the load driver. Started by bench/soak.ts over an IPC
-// channel: it sends `{ url }` once listening and answers `{ type: 'stats' }` with its counters.
+// channel: it sends `{ url }` once listening and answers `{ type: 'stats' }` with its counters
+// (`{ type: 'reset' }` zeroes the fork counters).
 //   soak mode:    foreground replies after SOAK_MODEL_MS; the extraction fork saves the session's SOAKFACT once
 //   extract mode: every extraction fork answers "Nothing to save." after SOAK_EXTRACT_MODEL_MS
 import { join } from 'node:path';
@@ -70,6 +71,10 @@ model.respond((r) => {
 
 process.on('message', (m: { type?: string }) => {
   if (m?.type === 'stats') process.send?.({ type: 'stats', factWrites, forkRequests, firstForkAt, requests });
+  if (m?.type === 'reset') {
+    forkRequests = 0;
+    firstForkAt = 0;
+  }
 });
 process.on('disconnect', () => {
   void model.close().finally(() => process.exit(0));
