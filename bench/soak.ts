@@ -7,7 +7,7 @@
 // latency against the model's (a turn is exactly one model call, so the ratio is the hosted path's overhead:
 // auth, lease, transcript, enqueue, and the wait for a CPU).
 // Load model: each session is a user (or an agent) who reads the reply before sending the next prompt — an
-// exponentially distributed think time (mean SOAK_THINK_MS, default 5 s) between a reply and the next turn, first
+// exponentially distributed think time (mean SOAK_THINK_MS, default 10 s) between a reply and the next turn, first
 // turns staggered over one think time. The driver prints the offered load (S / (think + model)) and the achieved
 // one. A closed-loop phase follows (SOAK_CLOSED_SECONDS, every session sends its next turn the moment the last
 // one returns, no faults): its turns/s is the stack's capacity on this machine, for context. CPU seconds per turn
@@ -37,7 +37,7 @@ const SECONDS = Number(process.env.SOAK_SECONDS ?? 60);
 const REPLICAS = Number(process.env.SOAK_REPLICAS ?? 3);
 const WORKERS = Number(process.env.SOAK_WORKERS ?? 2);
 const SESSIONS = Number(process.env.SOAK_SESSIONS ?? 200);
-const THINK_MS = Number(process.env.SOAK_THINK_MS ?? 5_000);
+const THINK_MS = Number(process.env.SOAK_THINK_MS ?? 10_000);
 const CLOSED_SECONDS = Number(process.env.SOAK_CLOSED_SECONDS ?? 10);
 const EXTRACT_JOBS = Number(process.env.SOAK_EXTRACT_JOBS ?? 600);
 const MODEL_MS = 300;
@@ -277,6 +277,8 @@ async function main(): Promise<void> {
   let ok = 0;
   let failed = 0;
   const failures = new Map<string, number>();
+  /** One message per failure code, printed at the end (what the faults did to a turn). */
+  const failureSamples = new Map<string, string>();
   let latencies: number[] = [];
   const events: string[] = [];
 
@@ -293,15 +295,16 @@ async function main(): Promise<void> {
         body: JSON.stringify({ prompt }),
         signal: AbortSignal.timeout(30_000),
       });
-      const body = (await res.json()) as { endReason?: string; error?: { code: string } };
+      const body = (await res.json()) as { endReason?: string; error?: { code: string; message?: string } };
       if (res.ok && body.endReason === 'completed') {
         ok++;
         s.n++;
         latencies.push(performance.now() - t0);
         return true;
       }
-      const code = body.error?.code ?? `HTTP_${res.status}`;
+      const code = body.error?.code ?? (res.ok ? `ENDED_${body.endReason}` : `HTTP_${res.status}`);
       failures.set(code, (failures.get(code) ?? 0) + 1);
+      if (body.error?.message && !failureSamples.has(code)) failureSamples.set(code, body.error.message);
     } catch (error) {
       const code = (error as Error).name === 'TimeoutError' ? 'CLIENT_TIMEOUT' : 'CONNECTION';
       failures.set(code, (failures.get(code) ?? 0) + 1);
@@ -453,6 +456,7 @@ async function main(): Promise<void> {
   console.log(
     `redis used_memory start ${(memStart / 1e6).toFixed(1)} MB, end ${(memEnd / 1e6).toFixed(1)} MB`,
   );
+  for (const [code, message] of failureSamples) console.log(`failure ${code}: ${message.slice(0, 200)}`);
 
   await extractThroughput(base);
   await redis.stop();
