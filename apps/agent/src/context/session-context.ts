@@ -33,6 +33,8 @@ export interface BuildContextOptions {
   homeDir: string;
   managedClaudeMdPath: string;
   memoryEnabled: boolean;
+  /** The caller uses a saved user context (a resumed session's snapshot): MEMORY.md files are not read. */
+  skipMemoryIndex?: boolean;
   now?: Date;
 }
 
@@ -58,7 +60,7 @@ export async function buildSessionContext(opts: BuildContextOptions): Promise<Se
   });
   const memoryFiles: MemoryContextFile[] = [];
   const indexOverflows: SessionContext['indexOverflows'] = [];
-  if (opts.memoryEnabled) {
+  if (opts.memoryEnabled && !opts.skipMemoryIndex) {
     for (const [path, kind] of [
       [paths.memoryIndexPath, 'auto'],
       [paths.teamIndexPath, 'team'],
