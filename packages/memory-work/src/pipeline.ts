@@ -6,7 +6,11 @@ import type { ModelClient, Usage } from '@engram/agent-runtime/model/client';
 import type { SystemBlock } from '@engram/agent-runtime/model/types';
 import { defaultTools } from '@engram/agent-runtime/tools/registry';
 import type { CanUseTool } from '@engram/agent-runtime/tools/tool';
-import { type ChainEntry, createUserEntry } from '@engram/agent-runtime/transcript/entry';
+import {
+  type ChainEntry,
+  createUserEntry,
+  type TranscriptEntry,
+} from '@engram/agent-runtime/transcript/entry';
 import { EngramError } from '@engram/errors/engram-error';
 import { removeStaleTempFiles } from '@engram/fs-atomic/atomic-write';
 import type { JobKind } from '@engram/queue/catalog';
@@ -54,6 +58,8 @@ export type ForkSource =
   | {
       kind: 'session';
       transcriptPath: string;
+      /** The transcript's entries, when the job has read them already (not read again by the fork). */
+      entries?: readonly TranscriptEntry[];
       leafUuid: string;
       sessionId: string;
       /** When the session's cache-safe parameters are missing: fail (default) or fork from `minimal`. */
@@ -131,8 +137,11 @@ export interface ForkPipelineSpec<R> {
   /** Builds the fork once the lease is held and the transaction has begun. */
   plan(begin: { before: TreeState; recovered: string[] }): Promise<ForkPlan>;
   guard?(run: RunContext): Promise<GuardVerdict>;
-  /** Side effects on disk after a kept result (pointers, deleting emptied files). */
-  commit?(run: RunContext): Promise<void>;
+  /**
+   * Side effects on disk after a kept result (pointers, deleting emptied files). Resolving to `false` says it
+   * changed nothing, so the tree is not hashed again for the receipt.
+   */
+  commit?(run: RunContext): Promise<unknown>;
   /** Builds the job's result from the receipt (and records cursors, receipts). */
   finish(run: RunContext & { receipt: Receipt }): Promise<R>;
   /** Runs after a failure, once the transaction decided (restored or kept) — e.g. a lock-file rollback. */
@@ -223,9 +232,9 @@ export async function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineS
     const run: RunContext = { before, after, change: diffTrees(before, after), fork: done };
     const verdict = spec.guard ? await spec.guard(run) : ({ ok: true } as const);
     if (!verdict.ok) throw await refuse(spec, verdict, owner);
-    await spec.commit?.(run);
+    const committed = spec.commit ? await spec.commit(run) : false;
     if (!owner()) throw new ForkAbortedError(queue, 'lease or lock lost while committing');
-    after = await hash();
+    if (committed !== false) after = await hash();
     const final: RunContext = { ...run, after, change: diffTrees(before, after) };
     const receipt = receiptFor(await tx.baseline(before), after, tx.credited(final.change));
     for (const rel of receipt.created)
@@ -335,6 +344,7 @@ async function runFork(
         client: deps.client,
         params,
         transcriptPath: source.transcriptPath,
+        ...(source.entries ? { entries: source.entries } : {}),
         leafUuid: source.leafUuid,
         instruction: plan.instruction,
         canUseTool: plan.canUseTool,

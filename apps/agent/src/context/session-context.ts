@@ -35,6 +35,8 @@ export interface BuildContextOptions {
   /** Served turns: the tenant's workspace root, the bound of CLAUDE.md discovery (LoadClaudeMdOptions). */
   workspaceRoot?: string | undefined;
   memoryEnabled: boolean;
+  /** The caller uses a saved user context (a resumed session's snapshot): MEMORY.md files are not read. */
+  skipMemoryIndex?: boolean;
   now?: Date;
 }
 
@@ -61,7 +63,7 @@ export async function buildSessionContext(opts: BuildContextOptions): Promise<Se
   });
   const memoryFiles: MemoryContextFile[] = [];
   const indexOverflows: SessionContext['indexOverflows'] = [];
-  if (opts.memoryEnabled) {
+  if (opts.memoryEnabled && !opts.skipMemoryIndex) {
     for (const [path, kind] of [
       [paths.memoryIndexPath, 'auto'],
       [paths.teamIndexPath, 'team'],

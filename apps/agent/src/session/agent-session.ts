@@ -170,6 +170,14 @@ export class AgentSession {
     const teamSync = await deps.teamSync?.atSessionStart(paths, sessionId, opts.tenant);
     const store = new TranscriptStore(paths.transcriptPath(sessionId));
     const { entries } = await store.readAll().catch(() => ({ entries: [] as TranscriptEntry[] }));
+    const resumed = entries.length > 0;
+    // A resumed session keeps its session-start snapshot, so the cached prefix (and every fork's) is unchanged.
+    const saved = resumed
+      ? await loadCacheSafeParams(cacheSafeParamsPathFor(paths.transcriptPath(sessionId))).catch(
+          () => undefined,
+        )
+      : undefined;
+    const snapshot = saved && saved.model === deps.config.model ? saved : undefined;
     // Taken before the index loads: a change recorded after this is not in what the session starts with.
     const projectMarks = deps.memory
       ? await AgentSession.projectChangeMarksFor(deps.memory, { sessionId, paths, tenant: opts.tenant })
@@ -180,27 +188,25 @@ export class AgentSession {
       managedClaudeMdPath: deps.config.managedClaudeMdPath,
       workspaceRoot: deps.config.workspaceRoot,
       memoryEnabled: deps.memory !== undefined,
+      // The snapshot's user context already holds the memory index it started with: not read again (a served
+      // session is reopened for every turn).
+      ...(snapshot?.userContext !== undefined ? { skipMemoryIndex: true } : {}),
     });
-    const session = new AgentSession(deps, sessionId, paths, store, context, entries.length > 0, opts.tenant);
+    const session = new AgentSession(deps, sessionId, paths, store, context, resumed, opts.tenant);
     session.projectMarks = projectMarks;
     session.gitBranch = await readGitBranch(paths.cwd);
     session.teamSync = teamSync;
     const teamLine = teamSync && describeTeamSync(teamSync);
     if (teamLine) session.notices.push(teamLine);
-    if (session.resumed) {
-      // A resumed session keeps its session-start snapshot, so the cached prefix (and every fork's) is unchanged.
-      const saved = await loadCacheSafeParams(cacheSafeParamsPathFor(paths.transcriptPath(sessionId))).catch(
-        () => undefined,
-      );
-      if (saved && saved.model === deps.config.model) {
-        session.context = {
-          ...context,
-          system: saved.system,
-          userContext: saved.userContext ?? context.userContext,
-        };
-        session.paramsSaved = true;
-      }
-    } else {
+    if (snapshot) {
+      session.context = {
+        ...context,
+        system: snapshot.system,
+        userContext: snapshot.userContext ?? context.userContext,
+      };
+      session.paramsSaved = true;
+    }
+    if (!resumed) {
       for (const { path, overflow } of context.indexOverflows)
         session.notices.push(describeOverflow(path, overflow));
     }

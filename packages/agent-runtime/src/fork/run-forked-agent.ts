@@ -27,6 +27,11 @@ export interface RunForkedAgentOptions {
   client: ModelClient;
   params: CacheSafeParams;
   transcriptPath: string;
+  /**
+   * The transcript's entries when the caller has just read the file at `transcriptPath` (and checked that the
+   * leaf is there): the fork builds its chain from them instead of reading and parsing the file again.
+   */
+  entries?: readonly TranscriptEntry[];
   leafUuid: string;
   instruction: string;
   canUseTool: CanUseTool;
@@ -136,7 +141,7 @@ export function collectWrittenPaths(entries: readonly TranscriptEntry[], cwd: st
 }
 
 export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkResult> {
-  const { entries } = await new TranscriptStore(opts.transcriptPath).readAll();
+  const entries = opts.entries ?? (await new TranscriptStore(opts.transcriptPath).readAll()).entries;
   const chain = buildChain(entries, opts.leafUuid);
   const leaf = chain.leaf!;
   const instruction = createUserEntry(

@@ -1,4 +1,4 @@
-import { appendFile, readFile, stat, writeFile } from 'node:fs/promises';
+import { appendFile, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { makeTempDir } from '../fixtures.test-helpers.js';
@@ -103,6 +103,46 @@ describe('TranscriptStore', () => {
     const saved = createSystemEntry(stampFor(b.uuid), 'memory_saved', 'Saved 1 memory');
     await store.append([a, b, saved, side]);
     expect((await store.leaf())?.uuid).toBe(saved.uuid);
+  });
+
+  it('re-reads the file whenever another writer appended, replaced or removed it since its last read', async () => {
+    const path = join(dir, 's.jsonl');
+    const reader = new TranscriptStore(path);
+    const writer = new TranscriptStore(path);
+    const a = createUserEntry(stampFor(null), 'hello');
+    await writer.append([a]);
+    expect((await reader.readAll()).entries).toEqual([a]);
+    // Unchanged: the same entries again, in a fresh array the caller may change.
+    const again = await reader.readAll();
+    expect(again.entries).toEqual([a]);
+    again.entries.push(a);
+    expect((await reader.readAll()).entries).toEqual([a]);
+    // Appended by another store.
+    const b = createUserEntry(stampFor(a.uuid), 'next');
+    await writer.append([b]);
+    expect((await reader.readAll()).entries).toEqual([a, b]);
+    // Replaced by a file of the same size (a new inode), then appended to by hand with a torn line.
+    const c = createUserEntry(stampFor(null), 'hellO');
+    const d = createUserEntry(stampFor(c.uuid), 'nexT');
+    const replaced = `${[c, d].map((e) => JSON.stringify(e)).join('\n')}\n`;
+    await writeFile(`${path}.new`, replaced);
+    await rename(`${path}.new`, path);
+    expect((await reader.readAll()).entries).toEqual([c, d]);
+    await appendFile(path, '{"torn');
+    expect(await reader.readAll()).toMatchObject({ entries: [c, d], tornTail: true });
+    await rm(path);
+    expect((await reader.readAll()).entries).toEqual([]);
+  });
+
+  it('a store that read the file first still skips the chain entries it holds when appending', async () => {
+    const path = join(dir, 's.jsonl');
+    const a = createUserEntry(stampFor(null), 'hello');
+    await new TranscriptStore(path).append([a]);
+    const store = new TranscriptStore(path);
+    expect((await store.readAll()).entries).toEqual([a]);
+    const b = createUserEntry(stampFor(a.uuid), 'next');
+    expect(await store.append([a, b])).toEqual([b]);
+    expect((await store.readAll()).entries).toEqual([a, b]);
   });
 
   it('reads a missing file as an empty transcript', async () => {

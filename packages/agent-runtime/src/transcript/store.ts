@@ -14,6 +14,10 @@ import {
 // of one line. Reading tolerates what a crash leaves behind: a torn last line and stray invalid lines are
 // reported and skipped instead of making the whole session unreadable.
 
+function copyResult(r: ReadResult): ReadResult {
+  return { entries: [...r.entries], invalid: [...r.invalid], tornTail: r.tornTail };
+}
+
 export class TranscriptError extends Error {
   override name = 'TranscriptError';
   constructor(
@@ -89,9 +93,30 @@ export function parseTranscript(text: string): ReadResult {
   return { entries, invalid, tornTail };
 }
 
+/** What identifies one version of the file's bytes: an append changes the size; a replacement the inode. */
+interface FileVersion {
+  dev: bigint;
+  ino: bigint;
+  size: bigint;
+  mtimeNs: bigint;
+  ctimeNs: bigint;
+}
+
+function sameVersion(a: FileVersion, b: FileVersion): boolean {
+  return (
+    a.dev === b.dev &&
+    a.ino === b.ino &&
+    a.size === b.size &&
+    a.mtimeNs === b.mtimeNs &&
+    a.ctimeNs === b.ctimeNs
+  );
+}
+
 export class TranscriptStore {
   private known: Set<string> | undefined;
   private tail: Promise<unknown> = Promise.resolve();
+  /** The last read, reused while the file is the same version (a served turn reads it at open and again to start). */
+  private lastRead: { version: FileVersion; result: ReadResult } | undefined;
 
   constructor(
     readonly path: string,
@@ -99,17 +124,47 @@ export class TranscriptStore {
   ) {}
 
   async readAll(): Promise<ReadResult> {
-    let text: string;
+    let handle: import('node:fs/promises').FileHandle;
     try {
-      text = await fs.readFile(this.path, 'utf8');
+      handle = await fs.open(this.path, 'r');
     } catch (e) {
+      this.lastRead = undefined;
       if ((e as NodeJS.ErrnoException).code === 'ENOENT')
         return { entries: [], invalid: [], tornTail: false };
-      throw new TranscriptError('io', `Cannot read transcript ${this.path}: ${(e as Error).message}`, {
-        cause: e,
-      });
+      throw this.ioError(e);
     }
-    return parseTranscript(text);
+    try {
+      const st = await handle.stat({ bigint: true });
+      const version: FileVersion = {
+        dev: st.dev,
+        ino: st.ino,
+        size: st.size,
+        mtimeNs: st.mtimeNs,
+        ctimeNs: st.ctimeNs,
+      };
+      const last = this.lastRead;
+      if (last && sameVersion(last.version, version)) return copyResult(last.result);
+      const bytes = await handle.readFile();
+      const result = parseTranscript(bytes.toString('utf8'));
+      // Only bytes that are exactly the version stat saw may be reused (a write landing mid-read is not).
+      this.lastRead =
+        BigInt(bytes.length) === version.size ? { version, result: copyResult(result) } : undefined;
+      if (!this.known) {
+        this.known = new Set();
+        for (const e of result.entries) if (isChainEntry(e)) this.known.add(e.uuid);
+      }
+      return result;
+    } catch (e) {
+      throw this.ioError(e);
+    } finally {
+      await handle.close().catch(() => {});
+    }
+  }
+
+  private ioError(e: unknown): TranscriptError {
+    return new TranscriptError('io', `Cannot read transcript ${this.path}: ${(e as Error).message}`, {
+      cause: e,
+    });
   }
 
   /**
@@ -149,12 +204,18 @@ export class TranscriptStore {
       fresh.push(entry);
     }
     if (fresh.length === 0) return fresh;
-    await fs.mkdir(dirname(this.path), { recursive: true, mode: this.options.dirMode ?? 0o700 });
-    const handle = await fs.open(
-      this.path,
-      constants.O_RDWR | constants.O_APPEND | constants.O_CREAT,
-      this.options.fileMode ?? 0o600,
-    );
+    const open = () =>
+      fs.open(
+        this.path,
+        constants.O_RDWR | constants.O_APPEND | constants.O_CREAT,
+        this.options.fileMode ?? 0o600,
+      );
+    // The directory exists after the first append of a session: create it only when the open says it is missing.
+    const handle = await open().catch(async (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'ENOENT') throw e;
+      await fs.mkdir(dirname(this.path), { recursive: true, mode: this.options.dirMode ?? 0o700 });
+      return open();
+    });
     try {
       // A torn last line from a crashed writer must stay on its own line, not swallow our first entry.
       const { size } = await handle.stat();

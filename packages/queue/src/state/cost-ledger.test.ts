@@ -29,4 +29,21 @@ describe.each(TEST_BACKENDS)('%s cost ledger', (_kind, backend) => {
     });
     expect(await readCostLedger(producer.state, 'nobody')).toEqual({});
   });
+
+  it('adds a ledger kept as one versioned record (before the counters) into what it reads', async () => {
+    const { producer } = await testEngines(backend, closer, uniquePrefix('ledger'));
+    await producer.state.ready();
+    await producer.state.setIfNewer('ledger:acme', 3, {
+      turn: { input: 5, output: 1, cache_read: 0, cache_write: 2, count: 1 },
+    });
+    await recordCost(producer.state, 'acme', 'turn', {
+      inputTokens: 10,
+      outputTokens: 3,
+      cacheReadInputTokens: 100,
+      cacheCreationInputTokens: 7,
+    });
+    expect(await readCostLedger(producer.state, 'acme')).toEqual({
+      turn: { input: 15, output: 4, cache_read: 100, cache_write: 9, count: 2 },
+    });
+  });
 });

@@ -2,9 +2,9 @@ import type { StateStore } from './state-store.js';
 
 // The per-tenant cost ledger: tokens per job kind (the foreground `turn`, and each background kind the
 // workers run: extract, recall, session-memory, dream) and token type, shared by every replica and worker.
-// One versioned record per tenant, advanced by compare-and-set on the store's monotonic seq (setIfNewer),
-// so it needs no engine-specific counter and holds on Redis and PostgreSQL alike; concurrent recorders
-// retry on conflict.
+// One set of integer counters per tenant (`<kind>.<type>`), advanced by the store's atomic addCounters: one
+// round trip per call whatever the number of concurrent recorders (a compare-and-set record retried under
+// contention — a hundred concurrent forks of one tenant — cost many round trips per call and could give up).
 
 export interface LedgerTokens {
   input: number;
@@ -27,37 +27,53 @@ export interface UsageLike {
 /** Tenant key of work that has no tenant (the CLI, the operator's own sessions). */
 export const OPERATOR_TENANT = '_operator';
 
-function ledgerKey(tenant: string): string {
+const TYPES = ['input', 'output', 'cache_read', 'cache_write', 'count'] as const;
+
+function countersKey(tenant: string): string {
+  return `cost:${tenant}`;
+}
+
+/** Where ledgers were kept before the counters: one versioned record per tenant, still read and added in. */
+function legacyLedgerKey(tenant: string): string {
   return `ledger:${tenant}`;
 }
 
 export async function readCostLedger(store: StateStore, tenant: string): Promise<CostLedger> {
-  return (await store.getVersioned<CostLedger>(ledgerKey(tenant)))?.value ?? {};
+  const [counters, legacy] = await Promise.all([
+    store.getCounters(countersKey(tenant)),
+    store.getVersioned<CostLedger>(legacyLedgerKey(tenant)),
+  ]);
+  const ledger: CostLedger = {};
+  const row = (kind: string) => {
+    ledger[kind] ??= { input: 0, output: 0, cache_read: 0, cache_write: 0, count: 0 };
+    return ledger[kind];
+  };
+  for (const [kind, tokens] of Object.entries(legacy?.value ?? {})) {
+    const r = row(kind);
+    for (const type of TYPES) r[type] += tokens[type] ?? 0;
+  }
+  for (const [field, n] of Object.entries(counters)) {
+    const dot = field.lastIndexOf('.');
+    const type = field.slice(dot + 1) as (typeof TYPES)[number];
+    if (dot <= 0 || !TYPES.includes(type)) continue;
+    row(field.slice(0, dot))[type] += n;
+  }
+  return ledger;
 }
 
-/** Adds one call's usage to the tenant's ledger. Gives up (returns false) after `maxAttempts` conflicts. */
+/** Adds one call's usage to the tenant's ledger (one atomic round trip). */
 export async function recordCost(
   store: StateStore,
   tenant: string,
   kind: string,
   usage: UsageLike,
-  maxAttempts = 50,
 ): Promise<boolean> {
-  const key = ledgerKey(tenant);
-  for (let attempt = 0; attempt < maxAttempts; attempt++) {
-    const current = await store.getVersioned<CostLedger>(key);
-    const ledger: CostLedger = { ...(current?.value ?? {}) };
-    const row = ledger[kind] ?? { input: 0, output: 0, cache_read: 0, cache_write: 0, count: 0 };
-    ledger[kind] = {
-      input: row.input + usage.inputTokens,
-      output: row.output + usage.outputTokens,
-      cache_read: row.cache_read + usage.cacheReadInputTokens,
-      cache_write: row.cache_write + usage.cacheCreationInputTokens,
-      count: row.count + 1,
-    };
-    if (await store.setIfNewer(key, (current?.seq ?? 0) + 1, ledger)) return true;
-    // Lost the race: back off a little (jittered) and re-read.
-    await new Promise((r) => setTimeout(r, Math.random() * Math.min(5 * 2 ** attempt, 200)));
-  }
-  return false;
+  await store.addCounters(countersKey(tenant), {
+    [`${kind}.input`]: usage.inputTokens,
+    [`${kind}.output`]: usage.outputTokens,
+    [`${kind}.cache_read`]: usage.cacheReadInputTokens,
+    [`${kind}.cache_write`]: usage.cacheCreationInputTokens,
+    [`${kind}.count`]: 1,
+  });
+  return true;
 }

@@ -245,6 +245,38 @@ export class PostgresStateStore implements StateStore {
     return row ? { seq: Number(row.seq), value: JSON.parse(row.value) as T } : undefined;
   }
 
+  async addCounters(key: string, deltas: Readonly<Record<string, number>>): Promise<void> {
+    const entries = Object.entries(deltas).map(([field, n]) => [field, Math.trunc(n)] as const);
+    if (entries.length === 0) return;
+    // One statement: the row lock taken by ON CONFLICT serialises concurrent adders; the stored object and
+    // the deltas are summed field by field. The row lives under its own key space (`counters:`), no TTL.
+    await this.query(
+      `INSERT INTO ${this.kv} AS cur (key, value, seq, expires_at) VALUES ($1, $2, NULL, NULL)
+       ON CONFLICT (key) DO UPDATE SET
+         value = (
+           SELECT COALESCE(jsonb_object_agg(k, total), '{}'::jsonb)::text FROM (
+             SELECT k, SUM(v::numeric) AS total FROM (
+               SELECT key AS k, value AS v FROM jsonb_each_text(cur.value::jsonb)
+               UNION ALL
+               SELECT key, value FROM jsonb_each_text(EXCLUDED.value::jsonb)
+             ) AS parts GROUP BY k
+           ) AS summed
+         ),
+         seq = NULL,
+         expires_at = NULL`,
+      [`counters:${key}`, JSON.stringify(Object.fromEntries(entries))],
+    );
+  }
+
+  async getCounters(key: string): Promise<Record<string, number>> {
+    const { rows } = await this.query<{ value: string }>(
+      `SELECT value FROM ${this.kv} WHERE key = $1 AND ${LIVE}`,
+      [`counters:${key}`],
+    );
+    const raw = rows[0] ? (JSON.parse(rows[0].value) as Record<string, unknown>) : {};
+    return Object.fromEntries(Object.entries(raw).map(([field, n]) => [field, Number(n)]));
+  }
+
   async setIfAbsent(key: string, value: unknown, ttlMs: number): Promise<boolean> {
     const { rowCount } = await this.query(
       `INSERT INTO ${this.kv} AS cur (key, value, seq, expires_at) VALUES ($1, $2, NULL, ${expiry(3)})

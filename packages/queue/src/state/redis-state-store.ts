@@ -18,6 +18,11 @@ redis.call('HSET', KEYS[1], 'seq', ARGV[1], 'value', ARGV[2])
 if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
 return 1`;
 
+// KEYS: counters hash. ARGV: field, delta, field, delta, …
+const ADD_COUNTERS = `
+for i = 1, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1`;
+
 const ACQUIRE_LEASE = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
 local token = redis.call('INCR', KEYS[2])
@@ -135,6 +140,17 @@ export class RedisStateStore implements StateStore {
     const [seq, value] = await this.redis.hmget(this.k(key), 'seq', 'value');
     if (seq == null || value == null) return undefined;
     return { seq: Number(seq), value: JSON.parse(value) as T };
+  }
+
+  async addCounters(key: string, deltas: Readonly<Record<string, number>>): Promise<void> {
+    const args = Object.entries(deltas).flatMap(([field, n]) => [field, String(Math.trunc(n))]);
+    if (args.length === 0) return;
+    await this.redis.eval(ADD_COUNTERS, 1, this.k(`counters:${key}`), ...args);
+  }
+
+  async getCounters(key: string): Promise<Record<string, number>> {
+    const raw = await this.redis.hgetall(this.k(`counters:${key}`));
+    return Object.fromEntries(Object.entries(raw).map(([field, n]) => [field, Number(n)]));
   }
 
   async setIfAbsent(key: string, value: unknown, ttlMs: number): Promise<boolean> {

@@ -150,6 +150,21 @@ describe.each(TEST_BACKENDS)('%s state store', (kind, backend) => {
     expect(await s.releaseLease('dead', 'crashed-worker', a!.token)).toBe(false);
   });
 
+  it('adds counters atomically under concurrent writers, apart from other keys', async () => {
+    const s = await store();
+    expect(await s.getCounters('c')).toEqual({});
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) => s.addCounters('c', { a: 2, ...(i % 4 === 0 ? { b: 5 } : {}) })),
+    );
+    await s.addCounters('c', {});
+    await s.addCounters('other', { a: 1 });
+    expect(await s.getCounters('c')).toEqual({ a: 80, b: 50 });
+    expect(await s.getCounters('other')).toEqual({ a: 1 });
+    // A counter key shares nothing with a JSON value of the same name.
+    await s.setJson('c', { x: 1 });
+    expect(await s.getCounters('c')).toEqual({ a: 80, b: 50 });
+  });
+
   it('throttles with set-if-absent', async () => {
     const s = await store();
     expect(await s.setIfAbsent('scan', 1, 200)).toBe(true);

@@ -36,6 +36,13 @@ export interface StateStore {
   /** Stores `value` only if `seq` is greater than the stored seq (monotonic cursors). Returns whether it did. */
   setIfNewer(key: string, seq: number, value: unknown, ttlMs?: number): Promise<boolean>;
   getVersioned<T>(key: string): Promise<Versioned<T> | undefined>;
+  /**
+   * Adds each delta to its named integer counter under `key` (a missing counter starts at 0), atomically and in
+   * one round trip whatever the number of concurrent writers. Counters have no TTL.
+   */
+  addCounters(key: string, deltas: Readonly<Record<string, number>>): Promise<void>;
+  /** Every counter under `key` (an empty object when there are none). */
+  getCounters(key: string): Promise<Record<string, number>>;
   /** Sets the key only if absent, with a TTL (throttles). Returns whether it did. */
   setIfAbsent(key: string, value: unknown, ttlMs: number): Promise<boolean>;
   /** Takes the lease if nobody holds a live one; returns it with a fresh fencing token, else undefined. */

@@ -148,6 +148,7 @@ export function createExtractHandler(deps: ExtractDeps) {
             source: {
               kind: 'session',
               transcriptPath,
+              entries,
               leafUuid: target.leafUuid,
               sessionId: payload.sessionId,
             },
@@ -172,6 +173,8 @@ export function createExtractHandler(deps: ExtractDeps) {
           // Files this attempt changed get Claude Code's metadata (originSessionId, modified); a file only
           // intended (a refused write, an earlier attempt's) keeps its bytes, so the receipt stays true.
           const stamp = { originSessionId: payload.sessionId, modified: new Date().toISOString() };
+          // Nothing written or meant to be (the usual "nothing to save"): nothing to maintain either.
+          if (touched.size === 0) return false;
           for (const rel of touched) {
             if (isIndexFile(rel)) continue;
             if (!(await journalFileExists(paths.memoryDir, rel))) continue;
