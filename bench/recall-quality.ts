@@ -15,7 +15,7 @@
 //   - real model: the same with the real API when ANTHROPIC_API_KEY is set (ENGRAM_SMALL_MODEL, default the
 //     workers' small model); never required.
 // Also prints the calibration sweep of the lexical floor (single-term rule × LEXICAL_MIN_SCORE × how many
-// ranked matches the fallback takes). Every path is reported on the calibration prompts, on the held-out
+// ranked matches the fallback takes), then each single-term rule on every part of the set. Every path is reported on the calibration prompts, on the held-out
 // prompts (kind 'held-out', added after the first calibration and not used to pick constants) and on both;
 // the targets are checked on the whole set and printed per part. `--misses` lists the fallback's wrong
 // picks and missed files per query. Replayable: `--seed N` (default 20261201) fixes the set; the same seed
@@ -25,6 +25,7 @@ import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createModelClient } from '@engram/agent-runtime/model/client';
 import { type MemoryHeader, scanMemoryDir } from '@engram/memory-core/memdir/scan';
+import { isCommonWord } from '@engram/memory-core/recall/common-words';
 import {
   LEXICAL_FALLBACK_MATCHES,
   LEXICAL_MIN_SCORE,
@@ -207,14 +208,28 @@ try {
       `set: ${evalSet.dirs.length} memory directories, ${files} files (${[...headersByDir].map(([n, h]) => `${n} ${h.length}`).join(', ')}); ` +
       `${evalSet.queries.length} queries (${evalSet.queries.length - irrelevant} with relevant files, ${irrelevant} with none)\n` +
       `held-out: ${evalSet.queries.filter(isHeldOut).length} of the queries (${evalSet.queries.filter((q) => isHeldOut(q) && q.should.length === 0).length} with none)\n` +
-      `lexical floor: LEXICAL_MIN_SCORE ${LEXICAL_MIN_SCORE}, LEXICAL_SINGLE_TERM_MAX_DF ${LEXICAL_SINGLE_TERM_MAX_DF} (sole known word), LEXICAL_RELATIVE_FLOOR ${LEXICAL_RELATIVE_FLOOR}, fallback takes ${LEXICAL_FALLBACK_MATCHES}\n`,
+      `lexical floor: LEXICAL_MIN_SCORE ${LEXICAL_MIN_SCORE}, LEXICAL_SINGLE_TERM_MAX_DF ${LEXICAL_SINGLE_TERM_MAX_DF} (sole known word, not common in the prompt's language), LEXICAL_RELATIVE_FLOOR ${LEXICAL_RELATIVE_FLOOR}, fallback takes ${LEXICAL_FALLBACK_MATCHES}\n`,
   );
 
   // BM25 alone and the calibration sweep (supersession applied, as recall does, so the sweep calibrates the
   // floor the fallback actually uses; links are not followed here). The sweep runs on the calibration
   // prompts only.
   const supersessionsByDir = new Map([...headersByDir].map(([n, h]) => [n, findSupersessions(h)]));
-  type SingleTermRule = 'sole known word' | 'any rare word' | 'never';
+  // 'uncommon sole word' is production (the sole known word, and not a common word of the prompt's probable
+  // language); 'uncommon in any language' drops the language guess; 'sole known word' drops the common-word
+  // test.
+  type SingleTermRule =
+    | 'uncommon sole word'
+    | 'uncommon in any language'
+    | 'sole known word'
+    | 'any rare word'
+    | 'never';
+  const commonTest = (single: SingleTermRule) =>
+    single === 'uncommon sole word'
+      ? undefined
+      : single === 'uncommon in any language'
+        ? (term: string) => isCommonWord(term)
+        : null;
   const bm25 = (
     minScore: number,
     single: SingleTermRule,
@@ -230,31 +245,51 @@ try {
         picked: lexicalRank(q.query, headers, {
           minScore,
           singleTermMaxDf: single === 'never' ? 0 : LEXICAL_SINGLE_TERM_MAX_DF,
-          singleTermSoleKnown: single === 'sole known word',
+          singleTermSoleKnown: single !== 'any rare word' && single !== 'never',
+          singleTermCommon: commonTest(single),
           limit: take,
         }).map((m) => m.header.filename),
       };
     });
   const calibration = evalSet.queries.filter((q) => !isHeldOut(q));
   console.log('calibration sweep (lexical ranking over the non-superseded candidates, calibration prompts):');
-  console.log('  single shared word  min score  takes  precision  recall  empty-when-irrelevant');
-  for (const single of ['sole known word', 'any rare word', 'never'] as const) {
+  console.log('        single shared word  min score  takes  precision  recall  empty-when-irrelevant');
+  const rules = [
+    'uncommon sole word',
+    'uncommon in any language',
+    'sole known word',
+    'any rare word',
+    'never',
+  ] as const;
+  for (const single of rules) {
     for (const minScore of [0.75, 1, 1.25, 1.5]) {
       for (const take of [1, 5]) {
         const t = tally(bm25(minScore, single, take, true, calibration));
         const chosen =
-          single === 'sole known word' && minScore === LEXICAL_MIN_SCORE && take === LEXICAL_FALLBACK_MATCHES;
+          single === 'uncommon sole word' &&
+          minScore === LEXICAL_MIN_SCORE &&
+          take === LEXICAL_FALLBACK_MATCHES;
         console.log(
-          `  ${single.padStart(18)}  ${String(minScore).padStart(9)}  ${String(take).padStart(5)}  ${f3(ratio(t.hits, t.returned)).padStart(9)}  ${f3(ratio(t.hits, t.relevant)).padStart(6)}  ${f3(ratio(t.irrelevantEmpty, t.irrelevantQueries)).padStart(21)}${chosen ? '  <- chosen' : ''}`,
+          `  ${single.padStart(24)}  ${String(minScore).padStart(9)}  ${String(take).padStart(5)}  ${f3(ratio(t.hits, t.returned)).padStart(9)}  ${f3(ratio(t.hits, t.relevant)).padStart(6)}  ${f3(ratio(t.irrelevantEmpty, t.irrelevantQueries)).padStart(21)}${chosen ? '  <- chosen' : ''}`,
         );
       }
     }
   }
   console.log('');
+  // The single-word rules on every part of the set (the sweep above sees the calibration part only), at the
+  // chosen min score and match count.
+  console.log(
+    'single shared word rule on each part (lexical ranking, non-superseded candidates, best match):',
+  );
+  for (const single of rules)
+    console.log(
+      parts(`  ${single}`, bm25(LEXICAL_MIN_SCORE, single, LEXICAL_FALLBACK_MATCHES, true, evalSet.queries)),
+    );
+  console.log('');
 
   // The ranking with the production floor but none of the fallback's other rules: every superseded file a
   // candidate, up to five matches within the relative floor, no links.
-  console.log(parts('BM25 alone', bm25(LEXICAL_MIN_SCORE, 'sole known word', 5, false, evalSet.queries)));
+  console.log(parts('BM25 alone', bm25(LEXICAL_MIN_SCORE, 'uncommon sole word', 5, false, evalSet.queries)));
   const failing: MemorySelector = async () => {
     throw new Error('bench: the selector is down, so the lexical fallback decides');
   };

@@ -1,5 +1,6 @@
 import type { MemoryHeader } from '../memdir/scan.js';
 import { topicalTerms } from '../text/tokenize.js';
+import { isCommonWord, probableLanguages } from './common-words.js';
 
 // The recall fallback when the selector model times out, errors or answers nonsense (docs/design.md §5): a
 // deterministic BM25 ranking of the memory headers against the query. It sees only what the model would
@@ -11,11 +12,15 @@ import { topicalTerms } from '../text/tokenize.js';
 //
 // Relevance floor (the fallback prefers returning nothing to returning noise): a memory is returned only when
 //   1. it shares two topical terms with the query — or a single one that at most LEXICAL_SINGLE_TERM_MAX_DF
-//      memories contain *and* that is the only word of the query the directory knows at all. One shared
+//      memories contain *and* that is the only word of the query the directory knows at all *and* that is
+//      not a common word of general language in the query's language (common-words.ts). One shared
 //      word is weak evidence: when the query has other words the directory knows and this memory matches
 //      only one of them, the query is about some other combination ("add a new label to the cart page" is
 //      not about the accessibility note that mentions aria labels); only when the lone rare word is all the
-//      query and the directory have in common ("rebuild the opensearch index") does it point anywhere;
+//      query and the directory have in common ("rebuild the opensearch index") does it point anywhere — and
+//      then only if the word is rare in language too: an everyday word ("plan a team offsite in Lisbon"
+//      sharing "team" with an ownership note, "best phone to buy" sharing "phone" with the PII note) is
+//      shared vocabulary, not a shared topic, while a technical one ("opensearch", "pnpm", "yarn") is;
 //   2. its normalised score reaches LEXICAL_MIN_SCORE, and
 //   3. its score is at least LEXICAL_RELATIVE_FLOOR of the best memory's score.
 // The normalised score is the BM25 score divided by the IDF a term would have if it occurred in exactly one
@@ -78,10 +83,22 @@ export interface LexicalRankOptions {
   /** Default LEXICAL_SINGLE_TERM_MAX_DF. */
   singleTermMaxDf?: number;
   /**
-   * Whether a single shared term must also be the only query word the directory knows (default true; the
-   * bench turns it off to measure what it buys).
+   * Whether a single shared term must also be the only query word the directory knows and not a common word
+   * of general language (default true). `false` restores the plain rule "any lone word at most
+   * `singleTermMaxDf` memories contain counts"; the bench measures what each refinement buys.
    */
   singleTermSoleKnown?: boolean;
+  /**
+   * Which single shared terms are too common in general language to qualify a memory alone (default: the
+   * common words of the query's probable languages, common-words.ts; `null` turns the test off — the bench
+   * measures what it buys). Applies with `singleTermSoleKnown` only.
+   */
+  singleTermCommon?: ((term: string, query: string) => boolean) | null;
+}
+
+/** The default single-term test: `term` is a common word in a language `query` is probably written in. */
+export function isCommonInQueryLanguage(term: string, query: string): boolean {
+  return isCommonWord(term, probableLanguages(query));
 }
 
 /**
@@ -98,6 +115,8 @@ export function lexicalRank(
   const relativeFloor = options.relativeFloor ?? LEXICAL_RELATIVE_FLOOR;
   const singleTermMaxDf = options.singleTermMaxDf ?? LEXICAL_SINGLE_TERM_MAX_DF;
   const singleTermSoleKnown = options.singleTermSoleKnown ?? true;
+  const singleTermCommon =
+    options.singleTermCommon === undefined ? isCommonInQueryLanguage : options.singleTermCommon;
   const queryTerms = [...new Set(topicalTerms(query))];
   if (queryTerms.length === 0 || headers.length === 0 || limit <= 0) return [];
 
@@ -126,16 +145,22 @@ export function lexicalRank(
     let score = 0;
     let shared = 0;
     let rarest = Number.POSITIVE_INFINITY;
+    let lone = '';
     for (const [term, weight] of idf) {
       const f = doc.tf.get(term);
       if (!f) continue;
       shared += 1;
+      lone = term;
       rarest = Math.min(rarest, df.get(term) ?? rarest);
       score +=
         (weight * f * (BM25_K1 + 1)) / (f + BM25_K1 * (1 - BM25_B + (BM25_B * doc.length) / avgLength));
     }
     score /= unit;
-    if (shared === 1 && (rarest > singleTermMaxDf || (singleTermSoleKnown && df.size > 1))) continue;
+    if (
+      shared === 1 &&
+      (rarest > singleTermMaxDf || (singleTermSoleKnown && (df.size > 1 || singleTermCommon?.(lone, query))))
+    )
+      continue;
     if (score > 0 && score >= minScore) matches.push({ header: doc.header, score });
   }
   matches.sort(

@@ -82,6 +82,33 @@ describe('the lexical relevance floor', () => {
     expect(names('how do aria labels work?', dir)).toEqual(['project_a11y.md']);
   });
 
+  it("does not let an everyday word of the prompt's language qualify a memory alone; a technical one still does", () => {
+    const dir = [
+      h('project_release_train.md', 'The release branch is cut every Monday morning'),
+      h('project_pii.md', 'Phone numbers and e-mail addresses are PII: mask them in logs'),
+      h('reference_airflow.md', 'Airflow runs the nightly revenue DAG at 02:00'),
+      ...REALISTIC_HEADERS,
+    ];
+    // Each prompt shares exactly one word with one memory, and that word is the only one of the prompt the
+    // directory knows: the sole-known-word rule alone would recall the memory…
+    const everyday = {
+      'translate good morning into Japanese': 'project_release_train.md',
+      'what is the best phone to buy this year': 'project_pii.md',
+    };
+    for (const [query, file] of Object.entries(everyday)) {
+      expect(
+        lexicalRank(query, dir, { singleTermCommon: null }).map((m) => m.header.filename),
+        query,
+      ).toEqual([file]);
+      // …but "morning" and "phone" are common English words: shared vocabulary, not a shared topic.
+      expect(names(query, dir), query).toEqual([]);
+    }
+    // "dag" is an everyday Dutch word (day) but not an English one, and this prompt is English.
+    expect(names('rerun the DAG for me', dir)).toEqual(['reference_airflow.md']);
+    // Rare and technical words still qualify alone (also pinned above).
+    expect(names('which package manager, pnpm or yarn?', dir)).toEqual(['feedback_pnpm.md']);
+  });
+
   it('falls back to the single best match, not to its runners-up', async () => {
     const dir = [
       h('project_returns_alert_owner.md', 'The returns alert is owned by squad 12', {

@@ -77,6 +77,14 @@ const CJK_STOP_BIGRAMS = (
   'して した する ない ある いる こと もの これ それ あれ この その あの どう なに ください'
 ).split(' ');
 
+/** The stop words of each language above, by ISO 639-1 code (Chinese and Japanese have bigram lists instead). */
+export const STOP_WORDS_BY_LANGUAGE: ReadonlyMap<string, ReadonlySet<string>> = new Map(
+  Object.entries(STOP_LISTS).map(([lang, list]) => [
+    lang,
+    new Set(list.split(/\s+/).filter((w) => w !== '')),
+  ]),
+);
+
 export const STOP_WORDS: ReadonlySet<string> = new Set(
   Object.values(STOP_LISTS).flatMap((list) => list.split(/\s+/).filter((w) => w !== '')),
 );
