@@ -466,6 +466,9 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
       const e = error as Error & { code?: string };
       if (error instanceof SessionLeaseLostError)
         return { status: 409 as const, code: e.code!, message: e.message };
+      // An outage of the queue engine mid-turn is retryable, as it is before the turn starts (app.onError).
+      if (e.code === 'STATE_STORE_UNAVAILABLE' || (e as { retryable?: boolean }).retryable === true)
+        return { status: 503 as const, code: e.code ?? 'UNAVAILABLE', message: e.message };
       return { status: 500 as const, code: e.code ?? 'TURN_FAILED', message: e.message };
     };
 

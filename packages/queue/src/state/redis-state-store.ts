@@ -1,5 +1,5 @@
 import { EngramError } from '@engram/errors/engram-error';
-import { type Cluster, Redis, type RedisOptions } from 'ioredis';
+import { type Cluster, Redis, type RedisOptions, ReplyError } from 'ioredis';
 import {
   type Lease,
   type LeaseTurn,
@@ -85,6 +85,45 @@ export class StateStoreUnavailableError extends EngramError {
   }
 }
 
+/**
+ * Whether a failed Redis call failed because the server could not be reached (the command got no reply):
+ * the connection was closed or refused, the offline queue is off ("Stream isn't writeable…"), retries per
+ * request ran out, a Cluster or the Sentinels could not be reached. A reply from Redis (a `ReplyError`:
+ * WRONGTYPE, NOSCRIPT, OOM…) is not an outage, and neither is anything else (a JSON parse of a stored value).
+ */
+export function isRedisUnavailableError(error: unknown): boolean {
+  if (!(error instanceof Error) || error instanceof ReplyError || error instanceof EngramError) return false;
+  if (['MaxRetriesPerRequestError', 'AbortError', 'ClusterAllFailedError'].includes(error.name)) return true;
+  const code = (error as Error & { code?: unknown }).code;
+  if (
+    typeof code === 'string' &&
+    /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTCONN)$/.test(code)
+  )
+    return true;
+  return /Stream isn't writeable|Connection is closed|connect ECONNREFUSED|read ECONNRESET|Command timed out|All sentinels are unreachable|Failed to refresh slots cache|None of startup nodes is available/.test(
+    error.message,
+  );
+}
+
+/** The methods whose Redis outages surface as `StateStoreUnavailableError` (503 and retryable, not 500). */
+const GUARDED_METHODS = [
+  'getJson',
+  'setJson',
+  'delete',
+  'setIfNewer',
+  'getVersioned',
+  'addCounters',
+  'getCounters',
+  'setIfAbsent',
+  'acquireLease',
+  'renewLease',
+  'releaseLease',
+  'getLease',
+  'acquireLeaseInTurn',
+  'releaseLeaseToNext',
+  'ping',
+] as const;
+
 export class RedisStateStore implements StateStore {
   readonly engine = 'redis' as const;
   private readonly redis: Redis | Cluster;
@@ -104,6 +143,19 @@ export class RedisStateStore implements StateStore {
         : urlOrClient;
     // Errors surface on the calls that fail; an unhandled 'error' event would crash the process.
     this.redis.on('error', () => {});
+    // Every call that cannot reach Redis fails with the one typed, retryable error the callers (the hosted
+    // API's 503, the outbox, job retries) know, whatever ioredis's message for the outage is.
+    const self = this as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    for (const name of GUARDED_METHODS) {
+      const method = self[name];
+      if (typeof method !== 'function') continue;
+      const bound = method.bind(this);
+      self[name] = (...args: unknown[]) =>
+        bound(...args).catch((error: unknown) => {
+          if (isRedisUnavailableError(error)) throw new StateStoreUnavailableError((error as Error).message);
+          throw error;
+        });
+    }
   }
 
   private k(key: string): string {
