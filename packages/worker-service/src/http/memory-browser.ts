@@ -1,6 +1,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
+import { walk } from '@engram/fs-walk/walk';
 import {
   listSnapshots,
   restoreSnapshot,
@@ -176,24 +177,16 @@ async function recentReceipts(queues: JobSource[], projectDir: string): Promise<
 /** Markdown files of a directory tree (memory dir or snapshot), relative paths → content; .history skipped. */
 async function readTree(dir: string): Promise<Map<string, string>> {
   const out = new Map<string, string>();
-  const walk = async (rel: string) => {
-    const entries = await fs.readdir(join(dir, rel), { withFileTypes: true }).catch(() => []);
-    for (const e of entries) {
-      const path = rel ? `${rel}/${e.name}` : e.name;
-      if (e.name.startsWith('.')) continue;
-      if (e.isDirectory()) await walk(path);
-      else if (e.isFile() && e.name.endsWith('.md')) {
-        const stat = await fs.stat(join(dir, path));
-        out.set(
-          path,
-          stat.size > MAX_MEMORY_BYTES
-            ? '(file too large to show)'
-            : await fs.readFile(join(dir, path), 'utf8'),
-        );
-      }
-    }
-  };
-  await walk('');
+  // The one walker: hidden entries (.history, temp files) skipped, symlinks neither listed nor followed.
+  const { files } = await walk(dir, { include: (name) => name.endsWith('.md') });
+  for (const file of files) {
+    const stat = await fs.stat(file.path).catch(() => undefined);
+    if (!stat?.isFile()) continue;
+    out.set(
+      file.rel,
+      stat.size > MAX_MEMORY_BYTES ? '(file too large to show)' : await fs.readFile(file.path, 'utf8'),
+    );
+  }
   return out;
 }
 
