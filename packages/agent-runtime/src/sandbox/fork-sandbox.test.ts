@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
+import { withWriteJail } from '@engram/write-jail/write-jail';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { clientFor, makeTempDir } from '../fixtures.test-helpers.js';
 import {
@@ -19,7 +20,6 @@ import { allowAll } from '../tools/tool.js';
 import { buildChain } from '../transcript/chain.js';
 import { createUserEntry } from '../transcript/entry.js';
 import { TranscriptStore } from '../transcript/store.js';
-import { withWriteJail } from './unattended.js';
 
 // A fork end to end (scripted model, real SDK): its Bash runs in the OS sandbox whatever its policy lets
 // through, and where the sandbox is unavailable Bash is denied with the reason while the request keeps the
