@@ -9,7 +9,7 @@ import { tenantHomeDir } from '@engram/tenants/tenant-store';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { waitUntil } from '@engram/testkit/wait';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createHandlers } from './handlers.js';
 import { createLogger } from './logger.js';
@@ -22,6 +22,7 @@ import {
   scanOutboxes,
 } from './operations.js';
 import { startWorkerService } from './service.js';
+import { launchChromium } from './testing/chromium.test-helpers.js';
 import { testWorkersConfig } from './testing/service.test-helpers.js';
 
 // What operators see of the outboxes and the reconcile sweep: the scan over ENGRAM_HOME (the operator's area
@@ -228,16 +229,7 @@ describe('a running worker service', () => {
   let browser: Browser;
   beforeAll(async () => {
     server = await startModelServer();
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
   }, 60_000);
   afterAll(async () => {
     await browser?.close();

@@ -18,7 +18,7 @@ import { listMemories } from '@engram/memory-core/memdir/memory-files';
 import { engramPathsFromDirNames, PROJECTS_DIRNAME } from '@engram/memory-core/paths/memory-paths';
 import { Hono } from 'hono';
 import type { WorkersConfig } from '../config.js';
-import { type OperationsReport, operationsChecks } from '../operations.js';
+import { formatAge, type OperationsReport, operationsChecks } from '../operations.js';
 import { jobKindOfQueue } from './job-kinds.js';
 import { diffLines, type LineDiff } from './line-diff.js';
 
@@ -226,11 +226,7 @@ function renderDiff(before: Map<string, string>, after: Map<string, string>): st
 }
 
 function age(ms: number): string {
-  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
-  if (s < 90) return `${s} s ago`;
-  if (s < 5400) return `${Math.round(s / 60)} min ago`;
-  if (s < 129_600) return `${Math.round(s / 3600)} h ago`;
-  return `${Math.round(s / 86_400)} days ago`;
+  return `${formatAge(Date.now() - ms)} ago`;
 }
 
 /**
