@@ -1,11 +1,11 @@
-import { existsSync, promises as fs, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, promises as fs, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { outboxPath } from '@engram/memory-core/extraction/session-record';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
-import { startLocalRedis } from '@engram/queue/local-redis';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
+import { startPrivateRedis } from '@engram/testkit/private-redis';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
 import {
@@ -56,13 +56,8 @@ function scriptModel(forkRuns: Map<string, number>) {
   );
 }
 
-async function privateRedis() {
-  const dir = mkdtempSync(join(tmpdir(), 'engram-outbox-redis-'));
-  closer.defer(async () => rmSync(dir, { recursive: true, force: true }));
-  const redis = await startLocalRedis({ dir, persist: true });
-  closer.defer(() => redis.stop());
-  return redis;
-}
+/** Persistent, so a restart keeps the jobs. */
+const privateRedis = () => startPrivateRedis(closer, { prefix: 'engram-outbox-redis-', persist: true });
 
 function agentQueue(engramHome: string, redisUrl: string, namespace: string): MemoryQueue {
   const memory = new MemoryQueue(
