@@ -54,6 +54,25 @@ async function parentTurn() {
   return { transcriptPath, leafUuid: result.newMessages.at(-1)!.uuid };
 }
 
+/** A fork of the parent's turn that may change `mem`, with a policy that allows every tool call. */
+async function forkOf(
+  parent: { transcriptPath: string; leafUuid: string },
+  mem: string,
+  extra: Partial<Parameters<typeof runForkedAgent>[0]> = {},
+) {
+  return runForkedAgent({
+    client: bed.client,
+    params: await loadCacheSafeParams(cacheSafeParamsPathFor(parent.transcriptPath)),
+    transcriptPath: parent.transcriptPath,
+    leafUuid: parent.leafUuid,
+    instruction: 'Save what is worth remembering.',
+    canUseTool: withWriteJail(allowAll, { root: mem }),
+    maxTurns: 3,
+    cwd: mem,
+    ...extra,
+  });
+}
+
 describe('a fork in the OS sandbox', () => {
   it('runs Bash sandboxed even when its policy lets a writing command through', async () => {
     const mem = join(bed.dir, 'memory');
@@ -72,17 +91,8 @@ describe('a fork in the OS sandbox', () => {
       ),
       textReply('Saved 1 memory.'),
     );
-    const fork = await runForkedAgent({
-      client: bed.client,
-      params: await loadCacheSafeParams(cacheSafeParamsPathFor(parent.transcriptPath)),
-      transcriptPath: parent.transcriptPath,
-      leafUuid: parent.leafUuid,
-      instruction: 'Save what is worth remembering.',
-      // A policy that allows everything: the sandbox alone must hold.
-      canUseTool: withWriteJail(allowAll, { root: mem }),
-      maxTurns: 3,
-      cwd: mem,
-    });
+    // A policy that allows everything: the sandbox alone must hold.
+    const fork = await forkOf(parent, mem);
     // The outside path is on the sandbox's private /tmp; the memory directory is read-only to Bash.
     expect(existsSync(outside)).toBe(false);
     expect(existsSync(join(mem, 'behind-the-policy.md'))).toBe(false);
@@ -107,17 +117,7 @@ describe('a fork in the OS sandbox', () => {
       ),
       textReply('Done.'),
     );
-    const fork = await runForkedAgent({
-      client: bed.client,
-      params: await loadCacheSafeParams(cacheSafeParamsPathFor(parent.transcriptPath)),
-      transcriptPath: parent.transcriptPath,
-      leafUuid: parent.leafUuid,
-      instruction: 'Save what is worth remembering.',
-      canUseTool: withWriteJail(allowAll, { root: mem }),
-      maxTurns: 3,
-      cwd: mem,
-      sandboxProbe: { env: { ENGRAM_SANDBOX: 'off' } },
-    });
+    const fork = await forkOf(parent, mem, { sandboxProbe: { env: { ENGRAM_SANDBOX: 'off' } } });
     const [parentRequest, forkRequest] = bed.server.messageRequests();
     expect(comparePrefix(parentRequest!.body, forkRequest!.body)).toMatchObject({ sameTools: true });
     expect(fork.deniedCalls).toEqual([
