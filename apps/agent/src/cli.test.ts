@@ -1,18 +1,10 @@
-import {
-  existsSync,
-  promises as fs,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, promises as fs, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
-import { startLocalRedis } from '@engram/queue/local-redis';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
+import { startPrivateRedis } from '@engram/testkit/private-redis';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import type { WorkerService } from '@engram/worker-service/service';
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
@@ -277,12 +269,7 @@ describe('engram memory', () => {
 
 describe('engram doctor', () => {
   it('fails readably on a Redis with allkeys-lru, naming the fix', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'engram-doctor-redis-'));
-    const redis = await startLocalRedis({ dir });
-    closer.defer(async () => {
-      await redis.stop();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    const redis = await startPrivateRedis(closer, { prefix: 'engram-doctor-redis-' });
     const client = new Redis(redis.url);
     await client.config('SET', 'maxmemory-policy', 'allkeys-lru');
     client.disconnect();

@@ -59,20 +59,29 @@ function env(extra: Record<string, string> = {}) {
   };
 }
 
+/**
+ * A foreground session whose dream gate wants two other sessions, with its own memory queue; the model answers
+ * "ok", and a dream fork "Nothing to consolidate.".
+ */
+async function openGatedSession() {
+  const config = loadAgentConfig({ ...env(), ENGRAM_DREAM_MIN_SESSIONS: '2' });
+  const queue = new MemoryQueue(config);
+  closer.defer(() => queue.close());
+  const cwd = mkdtempSync(join(tmpdir(), 'engram-dream-gate-'));
+  const deps = {
+    config,
+    client: createModelClient({ apiKey: 'test', baseURL: server.url }),
+    memory: queue,
+    dream: { ...config.dream, minSessions: 2 },
+  };
+  const session = await AgentSession.open(deps, { cwd });
+  server.respond((r) => (isDream(r) ? textReply('Nothing to consolidate.') : textReply('ok')));
+  return { queue, session };
+}
+
 describe('the dream gate at turn end', () => {
   it('stays shut on too few sessions, then on the shared scan throttle', async () => {
-    const config = loadAgentConfig({ ...env(), ENGRAM_DREAM_MIN_SESSIONS: '2' });
-    const queue = new MemoryQueue(config);
-    closer.defer(() => queue.close());
-    const cwd = mkdtempSync(join(tmpdir(), 'engram-dream-gate-'));
-    const deps = {
-      config,
-      client: createModelClient({ apiKey: 'test', baseURL: server.url }),
-      memory: queue,
-      dream: { ...config.dream, minSessions: 2 },
-    };
-    const session = await AgentSession.open(deps, { cwd });
-    server.respond((r) => (isDream(r) ? textReply('Nothing to consolidate.') : textReply('ok')));
+    const { session } = await openGatedSession();
     // Only one other session so far: the gate stays shut on the session count.
     mkdirSync(session.paths.transcriptDir, { recursive: true });
     writeFileSync(join(session.paths.transcriptDir, 'aaaa1111.jsonl'), '{}\n');
@@ -89,18 +98,7 @@ describe('the dream gate at turn end', () => {
   });
 
   it('enqueues a dream for a project with enough sessions touched and no consolidation yet', async () => {
-    const config = loadAgentConfig({ ...env(), ENGRAM_DREAM_MIN_SESSIONS: '2' });
-    const queue = new MemoryQueue(config);
-    closer.defer(() => queue.close());
-    const cwd = mkdtempSync(join(tmpdir(), 'engram-dream-gate-'));
-    const deps = {
-      config,
-      client: createModelClient({ apiKey: 'test', baseURL: server.url }),
-      memory: queue,
-      dream: { ...config.dream, minSessions: 2 },
-    };
-    const session = await AgentSession.open(deps, { cwd });
-    server.respond((r) => (isDream(r) ? textReply('Nothing to consolidate.') : textReply('ok')));
+    const { queue, session } = await openGatedSession();
     mkdirSync(session.paths.transcriptDir, { recursive: true });
     writeFileSync(join(session.paths.transcriptDir, 'aaaa1111.jsonl'), '{}\n');
     writeFileSync(join(session.paths.transcriptDir, 'bbbb2222.jsonl'), '{}\n');

@@ -21,7 +21,7 @@ import {
   READ_ONLY_CORPUS,
   WRITING_CORPUS,
 } from '@engram/agent-runtime/sandbox/corpus.test-helpers';
-import { prepareUnattended, withWriteJail } from '@engram/agent-runtime/sandbox/unattended';
+import { prepareUnattended } from '@engram/agent-runtime/sandbox/unattended';
 import { defaultTools } from '@engram/agent-runtime/tools/registry';
 import {
   type AnyTool,
@@ -30,6 +30,7 @@ import {
   type ToolContext,
 } from '@engram/agent-runtime/tools/tool';
 import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
+import { withWriteJail } from '@engram/write-jail/write-jail';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertBuilt, engram } from './cli.test-helpers.js';
 import { checkSandbox } from './commands/doctor.js';

@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { OperationsReport } from './operations.js';
 
 // Prometheus metrics for the worker service. One registry per service instance (tests start several).
 
@@ -18,6 +19,15 @@ export interface WorkerMetrics {
   recallLatency: Histogram<'outcome'>;
   /** 1 for the OS-sandbox mode this process runs unattended tools in (set at scrape time). */
   sandbox: Gauge<'mode' | 'backend' | 'bash'>;
+  /** Outbox backlog (memory work waiting to be queued), by job kind; set at scrape time. */
+  outboxItems: Gauge<'kind'>;
+  outboxOldestAge: Gauge<'kind'>;
+  outboxes: Gauge;
+  /** The reconcile sweep's last recorded run (any worker of the namespace); set at scrape time. */
+  reconcileLastRun: Gauge;
+  reconcileLastSuccess: Gauge;
+  reconcileLastRunOk: Gauge;
+  reconcileLastResult: Gauge<'field'>;
 }
 
 export function createWorkerMetrics(): WorkerMetrics {
@@ -99,5 +109,67 @@ export function createWorkerMetrics(): WorkerMetrics {
       labelNames: ['mode', 'backend', 'bash'],
       registers: [registry],
     }),
+    outboxItems: new Gauge({
+      name: 'engram_outbox_items',
+      help: "Memory work waiting in sessions' outboxes to be queued (the foreground could not enqueue it), by kind.",
+      labelNames: ['kind'],
+      registers: [registry],
+    }),
+    outboxOldestAge: new Gauge({
+      name: 'engram_outbox_oldest_age_seconds',
+      help: 'Age of the oldest outbox item, by kind (0 when none waits).',
+      labelNames: ['kind'],
+      registers: [registry],
+    }),
+    outboxes: new Gauge({
+      name: 'engram_outboxes',
+      help: 'Sessions with a non-empty outbox.',
+      registers: [registry],
+    }),
+    reconcileLastRun: new Gauge({
+      name: 'engram_reconcile_last_run_timestamp_seconds',
+      help: 'When the last reconcile sweep of this namespace finished (0: none recorded).',
+      registers: [registry],
+    }),
+    reconcileLastSuccess: new Gauge({
+      name: 'engram_reconcile_last_success_timestamp_seconds',
+      help: 'When the last successful reconcile sweep finished (0: none recorded).',
+      registers: [registry],
+    }),
+    reconcileLastRunOk: new Gauge({
+      name: 'engram_reconcile_last_run_ok',
+      help: 'Whether the last reconcile sweep succeeded (1), failed (0); -1 when none is recorded.',
+      registers: [registry],
+    }),
+    reconcileLastResult: new Gauge({
+      name: 'engram_reconcile_last_result',
+      help: 'Counts of the last successful reconcile sweep (sessions, unchanged, outbox_handed, extracts_enqueued, skipped).',
+      labelNames: ['field'],
+      registers: [registry],
+    }),
   };
+}
+
+/** Sets the outbox and reconcile gauges from one operations report (at scrape time). */
+export function setOperationsGauges(metrics: WorkerMetrics, report: OperationsReport): void {
+  for (const [kind, v] of Object.entries(report.backlog.byKind)) {
+    metrics.outboxItems.set({ kind }, v.items);
+    metrics.outboxOldestAge.set(
+      { kind },
+      v.oldestAtMs === undefined ? 0 : Math.max(0, (report.atMs - v.oldestAtMs) / 1000),
+    );
+  }
+  metrics.outboxes.set(report.backlog.outboxes.length);
+  const run = report.reconcile;
+  metrics.reconcileLastRun.set(run ? run.finishedAtMs / 1000 : 0);
+  metrics.reconcileLastSuccess.set(run?.lastSuccessAtMs ? run.lastSuccessAtMs / 1000 : 0);
+  metrics.reconcileLastRunOk.set(run ? (run.ok ? 1 : 0) : -1);
+  if (run?.ok && run.result) {
+    const r = run.result;
+    metrics.reconcileLastResult.set({ field: 'sessions' }, r.sessions);
+    metrics.reconcileLastResult.set({ field: 'unchanged' }, r.unchanged);
+    metrics.reconcileLastResult.set({ field: 'outbox_handed' }, r.outboxHanded);
+    metrics.reconcileLastResult.set({ field: 'extracts_enqueued' }, r.extractsEnqueued);
+    metrics.reconcileLastResult.set({ field: 'skipped' }, r.skipped);
+  }
 }

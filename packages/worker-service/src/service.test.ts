@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startLocalRedis } from '@engram/queue/local-redis';
 import { JobProducer } from '@engram/queue/producer';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { startPrivateRedis } from '@engram/testkit/private-redis';
 import { waitUntil } from '@engram/testkit/wait';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, inject, it } from 'vitest';
@@ -152,12 +152,7 @@ describe('worker service', () => {
   });
 
   it('refuses to start on a Redis whose eviction policy could drop jobs', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'engram-lru-'));
-    const redis = await startLocalRedis({ dir });
-    closer.defer(async () => {
-      await redis.stop();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    const redis = await startPrivateRedis(closer, { prefix: 'engram-lru-' });
     const client = new Redis(redis.url);
     await client.config('SET', 'maxmemory-policy', 'allkeys-lru');
     client.disconnect();

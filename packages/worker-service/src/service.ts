@@ -10,6 +10,7 @@ import type { WorkersConfig } from './config.js';
 import { type RunningHttpServer, startHttpServer } from './http/server.js';
 import type { Logger } from './logger.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
+import { operationsReport } from './operations.js';
 
 // The worker service: one BullMQ worker per job kind (so recall never waits behind a consolidation), plus the
 // HTTP side (health, metrics, dashboard) and a shutdown that lets active jobs finish up to a deadline.
@@ -148,6 +149,7 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
       config,
       metrics,
       dashboardQueues: config.queues.map((kind) => producer.queue(kind)),
+      operations: () => operationsReport({ engramHome: config.engramHome, state: engine.state }),
       consolidationRunning: async (projectDir) =>
         !!(await readConsolidationState(engine.state, projectDir)).running,
       checkReady: async () => {

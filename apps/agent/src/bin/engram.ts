@@ -220,9 +220,27 @@ program
   .command('doctor')
   .description('check the queue engine, ENGRAM_HOME, the model and the workers')
   .option('--json', 'machine-readable output')
+  .option(
+    '--outbox-max-age <minutes>',
+    'fail when memory work has waited in an outbox longer than this (default 10)',
+    (v) => {
+      const minutes = Number(v);
+      if (!Number.isFinite(minutes) || minutes < 0) {
+        throw new InvalidArgumentError('expected a number of minutes (0 or more)');
+      }
+      return minutes;
+    },
+  )
   .action(async (opts) =>
     setExit(
-      await (await import('../commands/doctor.js')).doctorCommand(config(), { json: !!opts.json }, stdio),
+      await (await import('../commands/doctor.js')).doctorCommand(
+        config(),
+        {
+          json: !!opts.json,
+          ...(opts.outboxMaxAge !== undefined ? { outboxMaxAgeMs: opts.outboxMaxAge * 60_000 } : {}),
+        },
+        stdio,
+      ),
     ),
   );
 

@@ -4,12 +4,20 @@ import { join } from 'node:path';
 import { describeSandbox, sandboxStatus } from '@engram/agent-runtime/sandbox/sandbox';
 import { JOB_KINDS } from '@engram/queue/catalog';
 import { inspectBackend } from '@engram/queue/diagnostics';
+import {
+  DEFAULT_OUTBOX_MAX_AGE_MS,
+  operationsChecks,
+  operationsReport,
+  scanOutboxes,
+} from '@engram/worker-service/operations';
 import type { AgentConfig } from '../config.js';
 import { readDevStack } from '../dev-stack.js';
 import { MemoryQueue } from '../memory/memory-queue.js';
 import { EXIT, type Output } from './output.js';
 
-// `engram doctor`: one line per check, ok or FAIL with the fix. Exit 1 when any check fails.
+// `engram doctor`: one line per check, ok or FAIL with the fix. Exit 1 when any check fails — also when an
+// outbox holds memory work older than the threshold (`--outbox-max-age`) or the reconcile sweep failed, never
+// ran or stopped running.
 
 export interface CheckLine {
   ok: boolean;
@@ -91,7 +99,13 @@ export async function checkSandbox(env: NodeJS.ProcessEnv = process.env): Promis
   return line;
 }
 
-export async function runDoctorChecks(config: AgentConfig): Promise<CheckLine[]> {
+export interface DoctorOptions {
+  /** An outbox item older than this fails the check (default DEFAULT_OUTBOX_MAX_AGE_MS). */
+  outboxMaxAgeMs?: number;
+}
+
+export async function runDoctorChecks(config: AgentConfig, opts: DoctorOptions = {}): Promise<CheckLine[]> {
+  const outboxMaxAgeMs = opts.outboxMaxAgeMs ?? DEFAULT_OUTBOX_MAX_AGE_MS;
   const lines: CheckLine[] = [];
   const dev = readDevStack(config.engramHome);
   const source = config.backend.implicit
@@ -141,19 +155,39 @@ export async function runDoctorChecks(config: AgentConfig): Promise<CheckLine[]>
               },
         );
       }
+      // Outboxes and the reconcile sweep's last run (recorded in the engine's state by the workers).
+      lines.push(
+        ...operationsChecks(
+          await operationsReport({
+            engramHome: config.engramHome,
+            state: memory.engine.state,
+            outboxMaxAgeMs,
+          }),
+        ),
+      );
     } finally {
       await memory.close();
     }
+  } else {
+    // Without the engine the outboxes can still be read (they are files); the sweep's state cannot.
+    const backlog = await scanOutboxes(config.engramHome);
+    const checks = operationsChecks({ atMs: Date.now(), outboxMaxAgeMs, backlog });
+    lines.push(...checks.filter((c) => c.name !== 'reconcile'), {
+      ok: false,
+      name: 'reconcile',
+      detail: 'unknown: the queue engine is unreachable',
+      fix: 'fix the queue engine first (see above)',
+    });
   }
   return lines;
 }
 
 export async function doctorCommand(
   config: AgentConfig,
-  opts: { json: boolean },
+  opts: { json: boolean } & DoctorOptions,
   io: Output,
 ): Promise<number> {
-  const lines = await runDoctorChecks(config);
+  const lines = await runDoctorChecks(config, opts);
   if (opts.json) io.out(JSON.stringify({ ok: lines.every((l) => l.ok), checks: lines }));
   else {
     for (const l of lines)

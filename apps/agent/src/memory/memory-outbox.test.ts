@@ -1,11 +1,11 @@
-import { existsSync, promises as fs, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, promises as fs, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { outboxPath } from '@engram/memory-core/extraction/session-record';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
-import { startLocalRedis } from '@engram/queue/local-redis';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
+import { startPrivateRedis } from '@engram/testkit/private-redis';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
 import {
@@ -15,7 +15,7 @@ import {
   lastUserText,
 } from '@engram/worker-service/testing/foreground.test-helpers';
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadAgentConfig } from '../config.js';
 import { MemoryQueue } from './memory-queue.js';
 
@@ -23,29 +23,21 @@ import { MemoryQueue } from './memory-queue.js';
 // session's outbox, and the work reaches the disk once Redis is back; a purged queue converges through the
 // reconciliation sweep (a BullMQ job scheduler), which never extracts a covered range again.
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer();
+const { closer } = scripted;
 
 const MEMORY = (n: number) =>
   `---\nname: Fact ${n}\ndescription: The fact of session ${n}\ntype: project\n---\nFact ${n}.\n`;
 
 /** Each session's extraction saves its own fact into its project's memory; counts fork runs per directory. */
 function scriptModel(forkRuns: Map<string, number>) {
-  server.route(
+  scripted.server.route(
     'parent',
     (r) => !isExtractionRequest(r.body),
     (r) => textReply(`ok ${r.index}`),
     { sticky: true },
   );
-  server.route(
+  scripted.server.route(
     'extract',
     (r) => isExtractionRequest(r.body),
     (r): ScriptStep => {
@@ -64,13 +56,8 @@ function scriptModel(forkRuns: Map<string, number>) {
   );
 }
 
-async function privateRedis() {
-  const dir = mkdtempSync(join(tmpdir(), 'engram-outbox-redis-'));
-  closer.defer(async () => rmSync(dir, { recursive: true, force: true }));
-  const redis = await startLocalRedis({ dir, persist: true });
-  closer.defer(() => redis.stop());
-  return redis;
-}
+/** Persistent, so a restart keeps the jobs. */
+const privateRedis = () => startPrivateRedis(closer, { prefix: 'engram-outbox-redis-', persist: true });
 
 function agentQueue(engramHome: string, redisUrl: string, namespace: string): MemoryQueue {
   const memory = new MemoryQueue(
@@ -80,7 +67,7 @@ function agentQueue(engramHome: string, redisUrl: string, namespace: string): Me
       ENGRAM_NAMESPACE: namespace,
       REDIS_URL: redisUrl,
       ANTHROPIC_API_KEY: 'test',
-      ANTHROPIC_BASE_URL: server.url,
+      ANTHROPIC_BASE_URL: scripted.server.url,
       ENGRAM_MANAGED_CLAUDE_MD: '/nonexistent',
     }),
   );
@@ -107,7 +94,7 @@ describe('memory work when the engine is away', () => {
     const engramHome = mkdtempSync(join(tmpdir(), 'engram-outbox-home-'));
     const namespace = uniquePrefix('outbox');
     await startTestWorkerService({
-      modelUrl: server.url,
+      modelUrl: scripted.server.url,
       engramHome,
       queues: 'extract,reconcile',
       closer,
@@ -118,7 +105,7 @@ describe('memory work when the engine is away', () => {
     const memory = agentQueue(engramHome, redis.url, namespace);
     const sessions = await Promise.all(
       Array.from({ length: 4 }, async (_, i) => {
-        const fg = createForeground(server, { engramHome });
+        const fg = createForeground(scripted.server, { engramHome });
         return { fg, leaf: await fg.turn(`turn ${i}: remember this fact please`) };
       }),
     );
@@ -161,7 +148,7 @@ describe('memory work when the engine is away', () => {
     const memory = agentQueue(engramHome, redis.url, namespace);
     const sessions = await Promise.all(
       Array.from({ length: 3 }, async (_, i) => {
-        const fg = createForeground(server, { engramHome });
+        const fg = createForeground(scripted.server, { engramHome });
         return { fg, leaf: await fg.turn(`turn ${i}: remember this fact please`) };
       }),
     );
@@ -181,7 +168,7 @@ describe('memory work when the engine is away', () => {
     });
 
     const service = await startTestWorkerService({
-      modelUrl: server.url,
+      modelUrl: scripted.server.url,
       engramHome,
       queues: 'extract,reconcile',
       closer,

@@ -6,10 +6,11 @@ import { createModelClient } from '@engram/agent-runtime/model/client';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import { DEFAULT_SESSION_MEMORY_TEMPLATE } from '@engram/memory-core/session-memory/template';
 import { SessionState } from '@engram/queue/state/session-state';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import type { RecordedRequest } from '@engram/testkit/model-server';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { errors, reply, type ScriptedReply, textReply, toolUse } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { type AgentConfig, loadAgentConfig } from '../config.js';
 import { MemoryQueue } from '../memory/memory-queue.js';
 import { AgentSession } from './agent-session.js';
@@ -20,16 +21,8 @@ import { mainAgentPolicy } from './permissions.js';
 
 const COMPACT_MARK = 'Write a detailed summary of the conversation so far';
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer();
+const { closer } = scripted;
 
 function config(extra: Record<string, string> = {}): AgentConfig {
   const home = mkdtempSync(join(tmpdir(), 'engram-compact-home-'));
@@ -39,7 +32,7 @@ function config(extra: Record<string, string> = {}): AgentConfig {
     ENGRAM_NAMESPACE: uniquePrefix('compact'),
     REDIS_URL: inject('redisUrl'),
     ANTHROPIC_API_KEY: 'test',
-    ANTHROPIC_BASE_URL: server.url,
+    ANTHROPIC_BASE_URL: scripted.server.url,
     ENGRAM_MANAGED_CLAUDE_MD: '/nonexistent',
     ...extra,
   });
@@ -53,7 +46,7 @@ async function open(cfg: AgentConfig, sessionId?: string) {
   const session = await AgentSession.open(
     {
       config: cfg,
-      client: createModelClient({ apiKey: 'test', baseURL: server.url, maxRetries: 0 }),
+      client: createModelClient({ apiKey: 'test', baseURL: scripted.server.url, maxRetries: 0 }),
       memory,
     },
     { cwd, ...(sessionId ? { sessionId } : {}) },
@@ -82,7 +75,7 @@ describe('session-memory trigger in the foreground', () => {
     const cfg = config();
     const { session, memory } = await open(cfg);
     const glob = () => reply(toolUse('Glob', { pattern: '*' }));
-    server.script(
+    scripted.server.script(
       at(4_000, textReply('t1')), // below the 10k initialisation
       at(10_000, textReply('t2')), // initialises; 10k growth, natural break → update #1
       at(12_000, textReply('t3')), // growth 2,000
@@ -111,7 +104,7 @@ describe('session-memory trigger in the foreground', () => {
     // last update at 23,010), not from zero: +1,990 tokens is no reason to update again.
     await state.updateSessionMemory({ tokensAtLastUpdate: 23_010 });
     const { session: resumed } = await open(cfg, session.sessionId);
-    server.script(at(25_000, textReply('resumed')));
+    scripted.server.script(at(25_000, textReply('resumed')));
     const turn = await resumed.runTurn('resumed prompt here', { canUseTool: policy(resumed) });
     expect(turn.memory.sessionMemoryUpdates).toBe(0);
   });
@@ -124,7 +117,7 @@ describe('compaction in the foreground', () => {
   async function fill(session: AgentSession, tokens: number) {
     for (let i = 1; i <= 6; i++) {
       const answer = `${i === 1 ? 'first answer about the FIRST-TOPIC ' : `answer ${i} `}${'x'.repeat(12_000)}`;
-      server.script(at(i === 6 ? tokens : 2_000, textReply(answer)));
+      scripted.server.script(at(i === 6 ? tokens : 2_000, textReply(answer)));
       await session.runTurn(`question number ${i}`, { canUseTool: policy(session) });
     }
   }
@@ -148,21 +141,21 @@ describe('compaction in the foreground', () => {
       sessionId: session.sessionId,
     });
     await state.updateSessionMemory({ lastSummarizedUuid: chain.at(-1)!.uuid });
-    server.script(textReply('third answer'));
+    scripted.server.script(textReply('third answer'));
     const turn = await session.runTurn('now the third question', { canUseTool: policy(session) });
     expect(turn.compaction).toEqual({ via: 'session-memory', reactive: false });
-    expect(server.messageRequests().filter(isCompact)).toHaveLength(0);
+    expect(scripted.server.messageRequests().filter(isCompact)).toHaveLength(0);
     // The summary replaces the old turns; a verbatim recent tail (≥10k tokens, ≥5 text messages) is kept.
-    const last = JSON.stringify(server.messageRequests().at(-1)!.body.messages);
+    const last = JSON.stringify(scripted.server.messageRequests().at(-1)!.body.messages);
     expect(last).toContain('Working through the second topic');
     expect(last).not.toContain('first answer about the FIRST-TOPIC');
     expect(last).toContain('answer 6 ');
 
     // A resumed session (a new process) rebuilds from the boundary: the pre-compaction turns are gone.
     const { session: resumed } = await open(cfg, session.sessionId);
-    server.script(textReply('fourth answer'));
+    scripted.server.script(textReply('fourth answer'));
     await resumed.runTurn('resumed question here', { canUseTool: policy(resumed) });
-    const resumedRequest = JSON.stringify(server.messageRequests().at(-1)!.body.messages);
+    const resumedRequest = JSON.stringify(scripted.server.messageRequests().at(-1)!.body.messages);
     expect(resumedRequest).toContain('Working through the second topic');
     expect(resumedRequest).not.toContain('first answer about the FIRST-TOPIC');
     expect(resumedRequest).toContain('answer 6 ');
@@ -172,23 +165,25 @@ describe('compaction in the foreground', () => {
   it('falls back to exactly one model-written summary when there are no notes', async () => {
     const { session } = await open(config(small));
     await fill(session, 16_000);
-    server.route('compact', isCompact, [textReply('<summary>The user asked about two topics.</summary>')]);
-    server.script(textReply('third answer'));
+    scripted.server.route('compact', isCompact, [
+      textReply('<summary>The user asked about two topics.</summary>'),
+    ]);
+    scripted.server.script(textReply('third answer'));
     const turn = await session.runTurn('now the third question', { canUseTool: policy(session) });
     expect(turn.compaction).toEqual({ via: 'model', reactive: false });
-    expect(server.messageRequests('compact')).toHaveLength(1);
-    const after = JSON.stringify(server.messageRequests().at(-1)!.body.messages);
+    expect(scripted.server.messageRequests('compact')).toHaveLength(1);
+    const after = JSON.stringify(scripted.server.messageRequests().at(-1)!.body.messages);
     expect(after).toContain('The user asked about two topics.');
     expect(after).not.toContain('first answer about the FIRST-TOPIC');
   });
 
   it('answers a prompt-too-long reply with exactly one reactive compaction and one retry', async () => {
     const { session } = await open(config());
-    server.script(textReply('a'), textReply('b'));
+    scripted.server.script(textReply('a'), textReply('b'));
     await session.runTurn('first question here', { canUseTool: policy(session) });
     await session.runTurn('second question here', { canUseTool: policy(session) });
-    server.route('compact', isCompact, [textReply('<summary>Two questions were asked.</summary>')]);
-    server.script(errors.promptTooLong(210_000, 200_000), textReply('answered after compaction'));
+    scripted.server.route('compact', isCompact, [textReply('<summary>Two questions were asked.</summary>')]);
+    scripted.server.script(errors.promptTooLong(210_000, 200_000), textReply('answered after compaction'));
     const turn = await session.runTurn('third question here', { canUseTool: policy(session) });
     expect(turn.answer).toBe('answered after compaction');
     expect(turn.compaction).toEqual({ via: 'model', reactive: true });
@@ -196,21 +191,21 @@ describe('compaction in the foreground', () => {
     // reactive compaction appended its boundary and copies mid-turn.
     const { entries } = await session.store.readAll();
     expect(turn.leaf).toEqual({ leafUuid: entries.at(-1)!.uuid, leafSeq: entries.length });
-    expect(server.messageRequests('compact')).toHaveLength(1);
+    expect(scripted.server.messageRequests('compact')).toHaveLength(1);
   });
 
   it('gives a clear error when the retry after the reactive compaction is still too long', async () => {
     const { session } = await open(config());
-    server.script(textReply('a'));
+    scripted.server.script(textReply('a'));
     await session.runTurn('first question here', { canUseTool: policy(session) });
-    server.route('compact', isCompact, [textReply('<summary>One question.</summary>')]);
-    server.script(errors.promptTooLong(210_000, 200_000), errors.promptTooLong(205_000, 200_000));
+    scripted.server.route('compact', isCompact, [textReply('<summary>One question.</summary>')]);
+    scripted.server.script(errors.promptTooLong(210_000, 200_000), errors.promptTooLong(205_000, 200_000));
     const error = await session
       .runTurn('second question here', { canUseTool: policy(session) })
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ContextTooLongError);
     expect((error as Error).message).toContain('205,000 tokens, the maximum is 200,000');
     expect((error as ContextTooLongError).compacted).toBe(true);
-    expect(server.messageRequests('compact')).toHaveLength(1);
+    expect(scripted.server.messageRequests('compact')).toHaveLength(1);
   });
 });

@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import { createModelClient } from '@engram/agent-runtime/model/client';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { textReply } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { loadAgentConfig } from '../config.js';
 import { MemoryQueue } from '../memory/memory-queue.js';
 import { AgentSession } from './agent-session.js';
@@ -15,16 +15,8 @@ import { mainAgentPolicy } from './permissions.js';
 
 // After a memory job changed files, the session's next model call carries a short notice naming them, once.
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer();
+const { closer } = scripted;
 
 describe('memory change notice in the foreground', () => {
   it('the next model call names the files a memory job saved; later calls do not repeat it', async () => {
@@ -35,7 +27,7 @@ describe('memory change notice in the foreground', () => {
       ENGRAM_NAMESPACE: uniquePrefix('notice'),
       REDIS_URL: inject('redisUrl'),
       ANTHROPIC_API_KEY: 'test',
-      ANTHROPIC_BASE_URL: server.url,
+      ANTHROPIC_BASE_URL: scripted.server.url,
       ENGRAM_MANAGED_CLAUDE_MD: '/nonexistent',
     });
     const memory = new MemoryQueue(cfg);
@@ -45,13 +37,13 @@ describe('memory change notice in the foreground', () => {
     const session = await AgentSession.open(
       {
         config: cfg,
-        client: createModelClient({ apiKey: 'test', baseURL: server.url, maxRetries: 0 }),
+        client: createModelClient({ apiKey: 'test', baseURL: scripted.server.url, maxRetries: 0 }),
         memory,
       },
       { cwd },
     );
     const canUseTool = mainAgentPolicy({ paths: session.paths, allowedTools: new Set() });
-    server.script(textReply('one'), textReply('two'), textReply('three'));
+    scripted.server.script(textReply('one'), textReply('two'), textReply('three'));
     await session.runTurn('We never mock the database in tests.', { canUseTool });
     await session.recordReceipts([
       {
@@ -66,7 +58,7 @@ describe('memory change notice in the foreground', () => {
     ]);
     await session.runTurn('What next?', { canUseTool });
     await session.runTurn('And then?', { canUseTool });
-    const requests = server.messageRequests().map((r) => JSON.stringify(r.body.messages));
+    const requests = scripted.server.messageRequests().map((r) => JSON.stringify(r.body.messages));
     expect(requests).toHaveLength(3);
     expect(requests[0]).not.toContain('background memory work');
     expect(requests[1]).toContain(
@@ -85,7 +77,7 @@ describe('memory change notice in the foreground', () => {
       ENGRAM_NAMESPACE: uniquePrefix('notice'),
       REDIS_URL: inject('redisUrl'),
       ANTHROPIC_API_KEY: 'test',
-      ANTHROPIC_BASE_URL: server.url,
+      ANTHROPIC_BASE_URL: scripted.server.url,
       ENGRAM_MANAGED_CLAUDE_MD: '/nonexistent',
     });
     const memory = new MemoryQueue(cfg);
@@ -94,7 +86,7 @@ describe('memory change notice in the foreground', () => {
     mkdirSync(cwd, { recursive: true });
     const deps = {
       config: cfg,
-      client: createModelClient({ apiKey: 'test', baseURL: server.url, maxRetries: 0 }),
+      client: createModelClient({ apiKey: 'test', baseURL: scripted.server.url, maxRetries: 0 }),
       memory,
     };
     const open = (sessionId?: string) =>
@@ -106,8 +98,9 @@ describe('memory change notice in the foreground', () => {
       memory.engine.state,
       projectChangesScope({ projectDir: sanitizePath(a.paths.projectRoot) }),
     );
-    const lastRequest = () => JSON.stringify(server.messageRequests().at(-1)?.body.messages.slice(-2));
-    server.script(...Array.from({ length: 8 }, (_, i) => textReply(`reply ${i}`)));
+    const lastRequest = () =>
+      JSON.stringify(scripted.server.messageRequests().at(-1)?.body.messages.slice(-2));
+    scripted.server.script(...Array.from({ length: 8 }, (_, i) => textReply(`reply ${i}`)));
 
     await a.runTurn('Start.', { canUseTool });
     await feed.record('dream', [

@@ -11,8 +11,8 @@ import {
   readConsolidationState,
   recordConsolidatedAt,
 } from '@engram/queue/state/consolidation-lock';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { reply, type ScriptStep, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
 import {
@@ -21,7 +21,7 @@ import {
   seedDreamMemories,
   seedSessions,
 } from '@engram/worker-service/jobs/dream.test-helpers';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { assertWorkerBuilt, spawnWorkerProcess } from '../testing/worker-process.test-helpers.js';
 
 // Dreams across real worker processes (the built bin): two agents enqueueing at once with two workers
@@ -29,17 +29,9 @@ import { assertWorkerBuilt, spawnWorkerProcess } from '../testing/worker-process
 
 const DAY = 24 * 3_600_000;
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  assertWorkerBuilt();
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  server.reset();
-});
-afterAll(() => server.close());
+beforeAll(assertWorkerBuilt);
+const scripted = useModelServer();
+const { closer } = scripted;
 
 const spawnWorker = (env: Record<string, string>) => spawnWorkerProcess(env, closer);
 
@@ -63,7 +55,7 @@ function setup() {
     ENGRAM_QUEUES: 'dream',
     ENGRAM_WORKERS_PORT: '0',
     ANTHROPIC_API_KEY: 'test',
-    ANTHROPIC_BASE_URL: server.url,
+    ANTHROPIC_BASE_URL: scripted.server.url,
     ENGRAM_MODEL_MAX_RETRIES: '0',
     LOG_LEVEL: 'warn',
   };
@@ -85,7 +77,7 @@ describe('dream across worker processes', () => {
     seedSessions(t.paths.transcriptDir, ['s1', 's2', 's3', 's4', 's5'], Date.now() - 60_000);
     let forkRuns = 0;
     let slow = false;
-    server.route(
+    scripted.server.route(
       'dream',
       (r) => isDreamRequest(r.body),
       (r): ScriptStep => {
@@ -165,7 +157,7 @@ describe('dream across worker processes', () => {
     );
     let attempts = 0;
     let hung = false;
-    server.route(
+    scripted.server.route(
       'dream',
       (r) => isDreamRequest(r.body),
       (r): ScriptStep => {

@@ -9,21 +9,25 @@ import type { ExtractResult } from '@engram/queue/jobs/extract';
 import { startLocalRedis } from '@engram/queue/local-redis';
 import { JobProducer } from '@engram/queue/producer';
 import { SessionState } from '@engram/queue/state/session-state';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
 import { loadWorkersConfig } from '@engram/worker-service/config';
 import { createHandlers } from '@engram/worker-service/handlers';
 import { createLogger } from '@engram/worker-service/logger';
 import { startWorkerService } from '@engram/worker-service/service';
-import { WORKER_TEST_BACKENDS } from '@engram/worker-service/testing/backends.test-helpers';
+import {
+  WORKER_TEST_BACKENDS,
+  type WorkerTestBackend,
+} from '@engram/worker-service/testing/backends.test-helpers';
 import {
   createForeground,
+  type ForegroundSession,
   isExtractionRequest,
   lastUserText,
 } from '@engram/worker-service/testing/foreground.test-helpers';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { assertWorkerBuilt, spawnWorkerProcess } from '../testing/worker-process.test-helpers.js';
 
 /** A saved memory without the metadata block the worker stamps (originSessionId, modified) after the fork. */
@@ -32,32 +36,67 @@ const unstamped = (text: string) => text.replace(/metadata:\n(?: {2}.*\n)+/, '')
 // Crash safety with real processes, on both queue engines: a worker killed with SIGKILL mid-fork, and the
 // engine's server (Redis, or the embedded PostgreSQL) stopped and restarted mid-batch.
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  assertWorkerBuilt();
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  server.reset();
-});
-afterAll(() => server.close());
+beforeAll(assertWorkerBuilt);
+const scripted = useModelServer();
+const { closer } = scripted;
 
 const MEMORY =
   '---\nname: Use pnpm\ndescription: The user wants pnpm, never npm\ntype: feedback\n---\nUse pnpm.\n\n**Why:** npm breaks workspace links.\n**How to apply:** pnpm install / pnpm test.\n';
 
 const spawnWorker = (env: Record<string, string>) => spawnWorkerProcess(env, closer);
 
-/** Polls `check`; a check that throws (the engine is unreachable for a moment) counts as not yet. */
+/** SIGKILLs a worker process and waits until it is gone. */
+async function killWorker(worker: ReturnType<typeof spawnWorker>): Promise<void> {
+  const killed = new Promise((r) => worker.once('exit', r));
+  worker.kill('SIGKILL');
+  await killed;
+}
+
+/**
+ * An extraction of `leaf` taken by a first worker process (fast lock expiry and stall checks, so a second
+ * worker recovers the job soon after the first dies), returned once `hanging` says its fork has written and
+ * hangs. The engine is opened (on PostgreSQL: migrated) before the first worker starts, so the enqueue never
+ * races the worker's own migration; both migrate under an advisory lock, the second one is a no-op.
+ */
+async function startHangingExtraction(
+  backend: WorkerTestBackend,
+  fg: ForegroundSession,
+  leaf: { leafUuid: string; leafSeq: number },
+  prefix: string,
+  opts: { hanging: () => boolean },
+) {
+  const namespace = uniquePrefix(prefix);
+  backend.cleanUpAfter(namespace, closer);
+  const env = {
+    ...backend.env(),
+    ENGRAM_HOME: fg.engramHome,
+    ENGRAM_NAMESPACE: namespace,
+    ENGRAM_QUEUES: 'extract',
+    ENGRAM_WORKERS_PORT: '0',
+    ANTHROPIC_API_KEY: 'test',
+    ANTHROPIC_BASE_URL: scripted.server.url,
+    ENGRAM_MODEL_MAX_RETRIES: '0',
+    ENGRAM_LOCK_DURATION_MS: '1500',
+    ENGRAM_STALLED_INTERVAL_MS: '500',
+    LOG_LEVEL: 'warn',
+  };
+  const engine: QueueEngine = closer.add(
+    await openQueueEngine({ config: backend.config(), profile: 'worker', namespace }),
+  );
+  const producer = closer.add(new JobProducer(engine));
+  const first = spawnWorker(env);
+  const receipt = await producer.enqueue('extract', fg.extractPayload(leaf));
+  await waitUntil(opts.hanging, 'first fork to write and hang', { timeoutMs: 30_000, ignoreErrors: true });
+  return { env, engine, producer, receipt, first };
+}
 
 describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
   it('a worker killed mid-fork: another worker recovers the job; one memory, cursor advanced, no temp file', async () => {
-    const fg = createForeground(server);
-    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
+    const fg = createForeground(scripted.server);
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
     let forkRuns = 0;
     let secondTurns = 0;
-    server.route(
+    scripted.server.route(
       'extract',
       (r) => isExtractionRequest(r.body),
       (r): ScriptStep => {
@@ -75,39 +114,19 @@ describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
     );
     const leaf = await fg.turn('always use pnpm in this repo, never npm');
 
-    const namespace = uniquePrefix('crash');
-    backend.cleanUpAfter(namespace, closer);
-    const env = {
-      ...backend.env(),
-      ENGRAM_HOME: fg.engramHome,
-      ENGRAM_NAMESPACE: namespace,
-      ENGRAM_QUEUES: 'extract',
-      ENGRAM_WORKERS_PORT: '0',
-      ANTHROPIC_API_KEY: 'test',
-      ANTHROPIC_BASE_URL: server.url,
-      ENGRAM_MODEL_MAX_RETRIES: '0',
-      ENGRAM_LOCK_DURATION_MS: '1500',
-      ENGRAM_STALLED_INTERVAL_MS: '500',
-      LOG_LEVEL: 'warn',
-    };
-    // Opened (on PostgreSQL: migrated) before the first worker starts, so the enqueue below never races the
-    // worker's own migration; both migrate under an advisory lock, the second one is a no-op.
-    const engine: QueueEngine = closer.add(
-      await openQueueEngine({ config: backend.config(), profile: 'worker', namespace }),
-    );
-    const producer = closer.add(new JobProducer(engine));
-    const a = spawnWorker(env);
-    const receipt = await producer.enqueue('extract', fg.extractPayload(leaf));
-    await waitUntil(() => secondTurns === 1, 'first fork to write and hang', {
-      timeoutMs: 30_000,
-      ignoreErrors: true,
+    const {
+      env,
+      engine,
+      producer,
+      receipt,
+      first: a,
+    } = await startHangingExtraction(backend, fg, leaf, 'crash', {
+      hanging: () => secondTurns === 1,
     });
     expect(existsSync(join(fg.paths.memoryDir, 'feedback_pnpm.md'))).toBe(true);
 
     spawnWorker(env);
-    const killed = new Promise((r) => a.once('exit', r));
-    a.kill('SIGKILL');
-    await killed;
+    await killWorker(a);
 
     const queue = producer.queue('extract');
     await waitUntil(
@@ -133,13 +152,13 @@ describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
 
 describe.each(WORKER_TEST_BACKENDS)('exactly once under retries on %s', (_kind, backend) => {
   it('an extraction killed mid-fork, 250 newer memories written meanwhile: the retry writes the fact once', async () => {
-    const fg = createForeground(server);
-    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
+    const fg = createForeground(scripted.server);
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
     // A model that checks what is saved, as the instruction asks: it saves the pnpm fact under a new name
     // unless the file that holds it is listed (in the manifest, or as already written by an earlier attempt).
     const instructions: string[] = [];
     let secondTurns = 0;
-    server.route(
+    scripted.server.route(
       'extract',
       (r) => isExtractionRequest(r.body),
       (r): ScriptStep => {
@@ -164,34 +183,10 @@ describe.each(WORKER_TEST_BACKENDS)('exactly once under retries on %s', (_kind, 
     );
     const leaf = await fg.turn('always use pnpm in this repo, never npm');
 
-    const namespace = uniquePrefix('once');
-    backend.cleanUpAfter(namespace, closer);
-    const env = {
-      ...backend.env(),
-      ENGRAM_HOME: fg.engramHome,
-      ENGRAM_NAMESPACE: namespace,
-      ENGRAM_QUEUES: 'extract',
-      ENGRAM_WORKERS_PORT: '0',
-      ANTHROPIC_API_KEY: 'test',
-      ANTHROPIC_BASE_URL: server.url,
-      ENGRAM_MODEL_MAX_RETRIES: '0',
-      ENGRAM_LOCK_DURATION_MS: '1500',
-      ENGRAM_STALLED_INTERVAL_MS: '500',
-      LOG_LEVEL: 'warn',
-    };
-    const engine: QueueEngine = closer.add(
-      await openQueueEngine({ config: backend.config(), profile: 'worker', namespace }),
-    );
-    const producer = closer.add(new JobProducer(engine));
-    const a = spawnWorker(env);
-    const receipt = await producer.enqueue('extract', fg.extractPayload(leaf));
-    await waitUntil(() => secondTurns === 1, 'first fork to write and hang', {
-      timeoutMs: 30_000,
-      ignoreErrors: true,
+    const { env, producer, receipt, first } = await startHangingExtraction(backend, fg, leaf, 'once', {
+      hanging: () => secondTurns === 1,
     });
-    const killed = new Promise((r) => a.once('exit', r));
-    a.kill('SIGKILL');
-    await killed;
+    await killWorker(first);
 
     // Other sessions save 250 newer memories meanwhile: the first attempt's file drops out of the newest 200.
     const later = Date.now() / 1000 + 60;
@@ -267,9 +262,9 @@ async function restartableServer(kind: QueueBackendConfig['kind']): Promise<Rest
 }
 
 describe.each(WORKER_TEST_BACKENDS)('engine restart on %s', (kind) => {
-  it('the server stopped and restarted during a batch: every job completes after reconnect, each session saved once', async () => {
+  it('the scripted.server stopped and restarted during a batch: every job completes after reconnect, each session saved once', async () => {
     const engine = await restartableServer(kind);
-    server.route(
+    scripted.server.route(
       'parent',
       (r) => !isExtractionRequest(r.body),
       (r) => textReply(`ok ${r.index}`),
@@ -278,7 +273,7 @@ describe.each(WORKER_TEST_BACKENDS)('engine restart on %s', (kind) => {
     // Each fork saves the same memory in its session's project; a run repeated because the outage hid its
     // completion must leave exactly the same files behind.
     const forkRuns = new Map<string, number>();
-    server.route(
+    scripted.server.route(
       'extract',
       (r) => isExtractionRequest(r.body),
       (r): ScriptStep => {
@@ -302,7 +297,7 @@ describe.each(WORKER_TEST_BACKENDS)('engine restart on %s', (kind) => {
     const engramHome = mkdtempSync(join(tmpdir(), 'engram-home-'));
     const sessions = await Promise.all(
       Array.from({ length: 6 }, async (_, i) => {
-        const fg = createForeground(server, { engramHome });
+        const fg = createForeground(scripted.server, { engramHome });
         return { fg, leaf: await fg.turn(`turn number ${i} with words`) };
       }),
     );
@@ -317,7 +312,7 @@ describe.each(WORKER_TEST_BACKENDS)('engine restart on %s', (kind) => {
       ENGRAM_LOCK_DURATION_MS: '1500',
       ENGRAM_STALLED_INTERVAL_MS: '500',
       ANTHROPIC_API_KEY: 'test',
-      ANTHROPIC_BASE_URL: server.url,
+      ANTHROPIC_BASE_URL: scripted.server.url,
       ENGRAM_MODEL_MAX_RETRIES: '0',
       LOG_LEVEL: 'silent',
     });
@@ -336,7 +331,7 @@ describe.each(WORKER_TEST_BACKENDS)('engine restart on %s', (kind) => {
     );
     for (const { fg, leaf } of sessions) await producer.enqueue('extract', fg.extractPayload(leaf));
 
-    await waitUntil(() => server.messageRequests('extract').length >= 1, 'first fork in flight', {
+    await waitUntil(() => scripted.server.messageRequests('extract').length >= 1, 'first fork in flight', {
       timeoutMs: 30_000,
       ignoreErrors: true,
     });

@@ -1,7 +1,7 @@
-import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { comparePrefix, type MessagesRequestBody } from '@engram/testkit/prefix';
 import { errors, textReply } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { clientFor } from '../fixtures.test-helpers.js';
 import { PromptTooLongError } from '../model/errors.js';
 import type { SystemBlock } from '../model/types.js';
@@ -17,15 +17,7 @@ import {
   PTL_RETRY_MARKER,
 } from './llm-compact.js';
 
-let server: ModelServer;
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(() => {
-  expect(server.unscripted).toEqual([]);
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer({ requireScripted: true });
 
 const system: SystemBlock[] = [{ type: 'text', text: 'You are Engram, a coding agent.' }];
 const params = {
@@ -53,15 +45,15 @@ const SUMMARY_REPLY =
 describe('compactWithModel', () => {
   it('asks once, with the session prefix plus one instruction, and builds boundary + summary with nothing kept', async () => {
     const c = conversation(4);
-    server.script(textReply(SUMMARY_REPLY));
+    scripted.server.script(textReply(SUMMARY_REPLY));
     const result = await compactWithModel({
-      client: clientFor(server, 0),
+      client: clientFor(scripted.server, 0),
       params,
       entries: c.entries,
       transcriptPath: '/t/s.jsonl',
     });
-    const [request] = server.messageRequests();
-    expect(server.messageRequests()).toHaveLength(1);
+    const [request] = scripted.server.messageRequests();
+    expect(scripted.server.messageRequests()).toHaveLength(1);
     const expectedPrefix = renderChainToApiMessages(c.entries, { userContext: params.userContext });
     const cmp = comparePrefix(
       {
@@ -92,19 +84,23 @@ describe('compactWithModel', () => {
     const c = conversation(10);
     const full = renderChainToApiMessages(c.entries);
     // A window that fits about half the conversation: the server answers with the real token counts.
-    server.setContextWindow(Math.floor(JSON.stringify(full).length / 4 / 2));
-    server.respond(() => textReply(SUMMARY_REPLY));
-    const result = await compactWithModel({ client: clientFor(server, 0), params, entries: c.entries });
-    const statuses = server.messageRequests().map((r) => r.response?.status);
+    scripted.server.setContextWindow(Math.floor(JSON.stringify(full).length / 4 / 2));
+    scripted.server.respond(() => textReply(SUMMARY_REPLY));
+    const result = await compactWithModel({
+      client: clientFor(scripted.server, 0),
+      params,
+      entries: c.entries,
+    });
+    const statuses = scripted.server.messageRequests().map((r) => r.response?.status);
     expect(statuses.at(-1)).toBe(200);
     expect(statuses.slice(0, -1).every((s) => s === 400)).toBe(true);
     expect(result.attempts).toBe(statuses.length);
     expect(result.attempts).toBeGreaterThan(1);
     expect(result.attempts).toBeLessThanOrEqual(4);
-    const sizes = server.messageRequests().map((r) => r.body.messages.length);
+    const sizes = scripted.server.messageRequests().map((r) => r.body.messages.length);
     for (let i = 1; i < sizes.length; i++) expect(sizes[i]).toBeLessThan(sizes[i - 1]!);
     // The retry starts at an assistant reply, so it opens with the truncation marker.
-    const retried = server.messageRequests().at(-1)!.body.messages;
+    const retried = scripted.server.messageRequests().at(-1)!.body.messages;
     expect(JSON.stringify(retried.slice(0, 2))).toContain(PTL_RETRY_MARKER);
     // The boundary still points at the real leaf: nothing of the transcript is lost.
     expect(result.boundary.logicalParentUuid).toBe(c.entries.at(-1)!.uuid);
@@ -112,16 +108,16 @@ describe('compactWithModel', () => {
 
   it('gives up after 3 retries with a typed error the user can act on', async () => {
     const c = conversation(10);
-    server.respond(() => errors.promptTooLong(300_000, 200_000));
+    scripted.server.respond(() => errors.promptTooLong(300_000, 200_000));
     const failure = await compactWithModel({
-      client: clientFor(server, 0),
+      client: clientFor(scripted.server, 0),
       params,
       entries: c.entries,
     }).catch((e) => e);
     expect(failure).toBeInstanceOf(CompactionError);
     expect(failure).toMatchObject({ code: 'prompt_too_long' });
     expect(failure.message).toContain('Start a new session');
-    expect(server.messageRequests()).toHaveLength(4);
+    expect(scripted.server.messageRequests()).toHaveLength(4);
   });
 });
 

@@ -1,12 +1,10 @@
 import { access, mkdir, readFile, utimes, writeFile } from 'node:fs/promises';
 import { join, sep } from 'node:path';
-import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { clientFor, makeTempDir } from '../fixtures.test-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { clientFor, useModelTestbed } from '../fixtures.test-helpers.js';
 import { runQueryLoop } from '../loop/query-loop.js';
-import type { ModelClient } from '../model/client.js';
 import type { SystemBlock } from '../model/types.js';
 import { MODIFIED_SINCE_READ_MESSAGE, NOT_READ_MESSAGE } from '../tools/file-state.js';
 import { defaultTools, toolDefinitions } from '../tools/registry.js';
@@ -17,24 +15,7 @@ import { TranscriptStore } from '../transcript/store.js';
 import { cacheSafeParamsPathFor, loadCacheSafeParams, saveCacheSafeParams } from './cache-safe-params.js';
 import { runForkedAgent, seedReadFileState } from './run-forked-agent.js';
 
-let server: ModelServer;
-let client: ModelClient;
-let dir: string;
-let cleanup: () => Promise<void>;
-
-beforeAll(async () => {
-  server = await startModelServer();
-  client = clientFor(server);
-});
-beforeEach(async () => {
-  ({ dir, cleanup } = await makeTempDir());
-});
-afterEach(async () => {
-  expect(server.unscripted).toEqual([]);
-  server.reset();
-  await cleanup();
-});
-afterAll(() => server.close());
+const bed = useModelTestbed();
 
 const MODEL = 'claude-sonnet-5-5';
 const system: SystemBlock[] = [
@@ -63,17 +44,17 @@ function memoryPolicy(memoryDir: string): CanUseTool {
 
 /** The foreground's side: run a turn, append every entry to the transcript, save the cache-safe params. */
 async function runParentTurn(prompt: string) {
-  const transcriptPath = join(dir, 'projects', '-repo', 's1.jsonl');
+  const transcriptPath = join(bed.dir, 'projects', '-repo', 's1.jsonl');
   const store = new TranscriptStore(transcriptPath);
   const first = createUserEntry(
-    { sessionId: 's1', cwd: dir, parentUuid: (await store.leaf())?.uuid ?? null },
+    { sessionId: 's1', cwd: bed.dir, parentUuid: (await store.leaf())?.uuid ?? null },
     prompt,
   );
   await store.append([first]);
   const { entries } = await store.readAll();
   const tools = defaultTools();
   const result = await runQueryLoop({
-    client,
+    client: bed.client,
     model: MODEL,
     system,
     tools,
@@ -81,7 +62,7 @@ async function runParentTurn(prompt: string) {
     messages: buildChain(entries).live,
     userContext,
     canUseTool: allowAll,
-    cwd: dir,
+    cwd: bed.dir,
     sessionId: 's1',
     onMessage: async (e) => void (await store.append([e])),
     onRequest: (request) =>
@@ -98,41 +79,41 @@ async function runParentTurn(prompt: string) {
 
 describe('runForkedAgent', () => {
   it("repeats the parent's last request as its prefix and reads it from the prompt cache", async () => {
-    const memoryDir = join(dir, 'memory');
+    const memoryDir = join(bed.dir, 'memory');
     const notes = join(memoryDir, 'user_prefs.md');
     await mkdir(memoryDir, { recursive: true });
     await writeFile(notes, '---\nname: prefs\n---\nUses npm.\n');
-    server.script(
+    bed.server.script(
       reply(text('Let me check your notes.'), toolUse('Read', { file_path: notes }, 'toolu_parent_read')),
       textReply('Noted: you switched from npm to pnpm.'),
     );
     const parent = await runParentTurn('I use pnpm now, not npm.');
     const linesBefore = (await readFile(parent.transcriptPath, 'utf8')).split('\n').length;
 
-    server.script(
+    bed.server.script(
       reply(
         toolUse(
           'Edit',
           { file_path: notes, old_string: 'Uses npm.', new_string: 'Uses pnpm.' },
           'toolu_fork_edit',
         ),
-        toolUse('Write', { file_path: join(dir, 'src', 'evil.ts'), content: 'x' }, 'toolu_fork_write'),
+        toolUse('Write', { file_path: join(bed.dir, 'src', 'evil.ts'), content: 'x' }, 'toolu_fork_write'),
       ),
       textReply('Saved 1 memory.'),
     );
     const params = await loadCacheSafeParams(cacheSafeParamsPathFor(parent.transcriptPath));
     const fork = await runForkedAgent({
-      client: clientFor(server, 1),
+      client: clientFor(bed.server, 1),
       params,
       transcriptPath: parent.transcriptPath,
       leafUuid: parent.leafUuid,
       instruction: INSTRUCTION,
       canUseTool: memoryPolicy(memoryDir),
       maxTurns: 5,
-      cwd: dir,
+      cwd: bed.dir,
     });
 
-    const [, parentLast, forkFirst] = server.messageRequests();
+    const [, parentLast, forkFirst] = bed.server.messageRequests();
     const cmp = comparePrefix(parentLast!.body, forkFirst!.body);
     expect(cmp).toMatchObject({ sameModel: true, sameSystem: true, sameTools: true, aIsPrefixOfB: true });
     expect(cmp.commonMessages).toBe(parentLast!.body.messages.length);
@@ -149,7 +130,7 @@ describe('runForkedAgent', () => {
 
     // The inherited Read lets the Edit through; the Write outside memory is denied and never happens.
     expect(await readFile(notes, 'utf8')).toBe('---\nname: prefs\n---\nUses pnpm.\n');
-    await expect(access(join(dir, 'src', 'evil.ts'))).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(access(join(bed.dir, 'src', 'evil.ts'))).rejects.toMatchObject({ code: 'ENOENT' });
     expect(fork).toMatchObject({ endReason: 'completed', turns: 2, writtenPaths: [notes] });
     expect(fork.deniedCalls).toEqual([
       {
@@ -159,7 +140,7 @@ describe('runForkedAgent', () => {
       },
     ]);
     const denial = (
-      server.messageRequests()[3]!.body.messages.at(-1)!.content as Array<Record<string, unknown>>
+      bed.server.messageRequests()[3]!.body.messages.at(-1)!.content as Array<Record<string, unknown>>
     )[1];
     expect(denial).toMatchObject({
       tool_use_id: 'toolu_fork_write',
@@ -172,37 +153,37 @@ describe('runForkedAgent', () => {
   });
 
   it('forks from an earlier leaf with only that part of the conversation', async () => {
-    server.script(textReply('first answer'));
+    bed.server.script(textReply('first answer'));
     const first = await runParentTurn('first question');
-    server.script(textReply('second answer'));
+    bed.server.script(textReply('second answer'));
     await runParentTurn('second question');
-    server.script(textReply('nothing to save'));
+    bed.server.script(textReply('nothing to save'));
     await runForkedAgent({
-      client,
+      client: bed.client,
       params: await loadCacheSafeParams(cacheSafeParamsPathFor(first.transcriptPath)),
       transcriptPath: first.transcriptPath,
       leafUuid: first.leafUuid,
       instruction: INSTRUCTION,
       canUseTool: allowAll,
       maxTurns: 1,
-      cwd: dir,
+      cwd: bed.dir,
     });
-    const [parentFirst, , forkRequest] = server.messageRequests();
+    const [parentFirst, , forkRequest] = bed.server.messageRequests();
     const cmp = comparePrefix(parentFirst!.body, forkRequest!.body);
     expect(cmp.aIsPrefixOfB).toBe(true);
     expect(forkRequest!.body.messages).toHaveLength(3); // question, answer, instruction
   });
 
   it('rebuilds only the live conversation after a compact boundary', async () => {
-    const transcriptPath = join(dir, 's2.jsonl');
+    const transcriptPath = join(bed.dir, 's2.jsonl');
     const store = new TranscriptStore(transcriptPath);
-    const s = (parentUuid: string | null) => ({ sessionId: 's2', cwd: dir, parentUuid });
+    const s = (parentUuid: string | null) => ({ sessionId: 's2', cwd: bed.dir, parentUuid });
     const old = createUserEntry(s(null), 'an old question nobody needs any more');
     const oldReply = createAssistantEntry(s(old.uuid), { content: [{ type: 'text', text: 'old answer' }] });
     await store.append([old, oldReply]);
     const boundary = await appendCompactBoundary(store, {
       sessionId: 's2',
-      cwd: dir,
+      cwd: bed.dir,
       logicalParentUuid: oldReply.uuid,
       trigger: 'auto',
       preTokens: 170_000,
@@ -213,44 +194,47 @@ describe('runForkedAgent', () => {
     const after = createAssistantEntry(s(summary.uuid), { content: [{ type: 'text', text: 'Continuing.' }] });
     await store.append([summary, after]);
 
-    server.script(textReply('ok'));
+    bed.server.script(textReply('ok'));
     await runForkedAgent({
-      client,
+      client: bed.client,
       params: { model: MODEL, system, tools: toolDefinitions(defaultTools()), maxTokens: 1_024 },
       transcriptPath,
       leafUuid: after.uuid,
       instruction: INSTRUCTION,
       canUseTool: allowAll,
       maxTurns: 1,
-      cwd: dir,
+      cwd: bed.dir,
     });
-    const sent = server.messageRequests()[0]!.body.messages;
+    const sent = bed.server.messageRequests()[0]!.body.messages;
     expect(JSON.stringify(sent)).not.toContain('old question');
     expect(sent.map((m) => m.role)).toEqual(['user', 'assistant', 'user']);
     expect(sent[0]!.content).toEqual([{ type: 'text', text: 'Summary: the user prefers pnpm.' }]);
   });
 
   it('sends the parent tool list verbatim but only executes the tools it has', async () => {
-    const transcriptPath = join(dir, 's3.jsonl');
+    const transcriptPath = join(bed.dir, 's3.jsonl');
     const store = new TranscriptStore(transcriptPath);
-    const q = createUserEntry({ sessionId: 's3', cwd: dir, parentUuid: null }, 'hi');
+    const q = createUserEntry({ sessionId: 's3', cwd: bed.dir, parentUuid: null }, 'hi');
     await store.append([q]);
     const parentTools = [
       ...toolDefinitions(defaultTools()),
       { name: 'mcp__github__create_issue', description: 'Create an issue', input_schema: { type: 'object' } },
     ];
-    server.script(reply(toolUse('mcp__github__create_issue', { title: 'x' }, 'toolu_mcp')), textReply('ok'));
+    bed.server.script(
+      reply(toolUse('mcp__github__create_issue', { title: 'x' }, 'toolu_mcp')),
+      textReply('ok'),
+    );
     await runForkedAgent({
-      client,
+      client: bed.client,
       params: { model: MODEL, system, tools: parentTools, maxTokens: 1_024 },
       transcriptPath,
       leafUuid: q.uuid,
       instruction: INSTRUCTION,
       canUseTool: allowAll,
       maxTurns: 3,
-      cwd: dir,
+      cwd: bed.dir,
     });
-    const [first, second] = server.messageRequests();
+    const [first, second] = bed.server.messageRequests();
     expect(first!.body.tools).toEqual(parentTools);
     expect(second!.body.messages.at(-1)!.content).toEqual([
       {
@@ -266,11 +250,11 @@ describe('runForkedAgent', () => {
 
 describe('seedReadFileState', () => {
   it('lets a fork Edit what the parent read, but not a file changed since or never read', async () => {
-    const readFile1 = join(dir, 'read.md');
-    const changed = join(dir, 'changed.md');
-    const unread = join(dir, 'unread.md');
+    const readFile1 = join(bed.dir, 'read.md');
+    const changed = join(bed.dir, 'changed.md');
+    const unread = join(bed.dir, 'unread.md');
     await Promise.all([writeFile(readFile1, 'a'), writeFile(changed, 'b'), writeFile(unread, 'c')]);
-    server.script(
+    bed.server.script(
       reply(
         toolUse('Read', { file_path: readFile1 }, 'toolu_r1'),
         toolUse('Read', { file_path: changed }, 'toolu_r2'),
@@ -281,10 +265,10 @@ describe('seedReadFileState', () => {
     const later = new Date(Date.now() + 60_000);
     await utimes(changed, later, later);
 
-    const state = seedReadFileState((await parent.store.readAll()).entries, dir);
+    const state = seedReadFileState((await parent.store.readAll()).entries, bed.dir);
     expect([...state.entries()].map(([p]) => p).sort()).toEqual([changed, readFile1].sort());
 
-    server.script(
+    bed.server.script(
       reply(
         toolUse('Edit', { file_path: readFile1, old_string: 'a', new_string: 'A' }, 'toolu_e1'),
         toolUse('Edit', { file_path: changed, old_string: 'b', new_string: 'B' }, 'toolu_e2'),
@@ -293,16 +277,16 @@ describe('seedReadFileState', () => {
       textReply('done'),
     );
     const fork = await runForkedAgent({
-      client,
+      client: bed.client,
       params: await loadCacheSafeParams(cacheSafeParamsPathFor(parent.transcriptPath)),
       transcriptPath: parent.transcriptPath,
       leafUuid: parent.leafUuid,
       instruction: INSTRUCTION,
       canUseTool: allowAll,
       maxTurns: 2,
-      cwd: dir,
+      cwd: bed.dir,
     });
-    const results = server.messageRequests().at(-1)!.body.messages.at(-1)!.content as Array<
+    const results = bed.server.messageRequests().at(-1)!.body.messages.at(-1)!.content as Array<
       Record<string, unknown>
     >;
     expect(results[0]).not.toHaveProperty('is_error');

@@ -1,9 +1,10 @@
 import { promises as fs } from 'node:fs';
+import type { WriteJail } from '@engram/write-jail/write-jail';
 import { type DeniedCall, type EndReason, runQueryLoop } from '../loop/query-loop.js';
 import type { ModelClient, Usage } from '../model/client.js';
 import type { StopReason, ToolResultBlock, ToolUseBlock } from '../model/types.js';
 import type { SandboxProbeOptions, SandboxStatus } from '../sandbox/sandbox.js';
-import { prepareUnattended, type ToolSandbox, type WriteJail } from '../sandbox/unattended.js';
+import { prepareUnattended, type ToolSandbox } from '../sandbox/unattended.js';
 import { hashContent, resolveToolPath } from '../tools/file-state.js';
 import { defaultTools } from '../tools/registry.js';
 import { type AnyTool, type CanUseTool, ReadFileState } from '../tools/tool.js';

@@ -1,12 +1,10 @@
 import { access, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { stripCacheControl } from '@engram/testkit/prefix';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { clientFor, makeTempDir } from '../fixtures.test-helpers.js';
-import type { ModelClient } from '../model/client.js';
+import { useModelTestbed } from '../fixtures.test-helpers.js';
 import type { SystemBlock } from '../model/types.js';
 import { defaultTools } from '../tools/registry.js';
 import { allowAll, type CanUseTool, defineTool } from '../tools/tool.js';
@@ -16,50 +14,33 @@ import { renderChainToApiMessages } from '../transcript/render.js';
 import { TranscriptStore } from '../transcript/store.js';
 import { emptyOutputText, type QueryLoopOptions, runQueryLoop } from './query-loop.js';
 
-let server: ModelServer;
-let client: ModelClient;
-let dir: string;
-let cleanup: () => Promise<void>;
-
-beforeAll(async () => {
-  server = await startModelServer();
-  client = clientFor(server);
-});
-beforeEach(async () => {
-  ({ dir, cleanup } = await makeTempDir());
-});
-afterEach(async () => {
-  expect(server.unscripted).toEqual([]);
-  server.reset();
-  await cleanup();
-});
-afterAll(() => server.close());
+const bed = useModelTestbed();
 
 const system: SystemBlock[] = [{ type: 'text', text: 'You are a careful coding agent.' }];
 
 function options(prompt: string, extra: Partial<QueryLoopOptions> = {}): QueryLoopOptions {
-  const first = createUserEntry({ sessionId: 's1', cwd: dir, parentUuid: null }, prompt);
+  const first = createUserEntry({ sessionId: 's1', cwd: bed.dir, parentUuid: null }, prompt);
   return {
-    client,
+    client: bed.client,
     model: 'claude-sonnet-5-5',
     system,
     tools: defaultTools(),
     maxTokens: 4_096,
     messages: [first],
     canUseTool: allowAll,
-    cwd: dir,
+    cwd: bed.dir,
     sessionId: 's1',
     ...extra,
   };
 }
 
-const lastRequestMessages = () => server.messageRequests().at(-1)!.body.messages;
+const lastRequestMessages = () => bed.server.messageRequests().at(-1)!.body.messages;
 
 describe('runQueryLoop', () => {
   it('runs a tool call, sends its result back and stops at a reply without tool calls', async () => {
-    await writeFile(join(dir, 'notes.txt'), 'remember the milk\n');
-    server.script(
-      reply(text('Reading.'), toolUse('Read', { file_path: join(dir, 'notes.txt') }, 'toolu_read1')),
+    await writeFile(join(bed.dir, 'notes.txt'), 'remember the milk\n');
+    bed.server.script(
+      reply(text('Reading.'), toolUse('Read', { file_path: join(bed.dir, 'notes.txt') }, 'toolu_read1')),
       textReply('It says to remember the milk.'),
     );
     const seen: ChainEntry[] = [];
@@ -82,7 +63,7 @@ describe('runQueryLoop', () => {
         },
       ],
     });
-    const [r1, r2] = server.messageRequests();
+    const [r1, r2] = bed.server.messageRequests();
     expect(result.usage.outputTokens).toBe(
       r1!.response!.usage!.output_tokens + r2!.response!.usage!.output_tokens,
     );
@@ -90,7 +71,7 @@ describe('runQueryLoop', () => {
     expect(result.newMessages[0]!.parentUuid).toBe(opts.messages[0]!.uuid);
     expect(result.newMessages[1]!.parentUuid).toBe(result.newMessages[0]!.uuid);
     // Claude Code's per-entry field: one result per entry, its facts in `toolUseResult`.
-    expect(result.newMessages[1]!.toolUseResult).toMatchObject({ filePath: join(dir, 'notes.txt') });
+    expect(result.newMessages[1]!.toolUseResult).toMatchObject({ filePath: join(bed.dir, 'notes.txt') });
     expect(result.newMessages[1]!.toolUseResults).toBeUndefined();
   });
 
@@ -115,7 +96,7 @@ describe('runQueryLoop', () => {
           return { content: `done ${input.id}` };
         },
       });
-    server.script(
+    bed.server.script(
       reply(
         toolUse('Look', { id: 'r1' }, 'toolu_1'),
         toolUse('Look', { id: 'r2' }, 'toolu_2'),
@@ -140,12 +121,12 @@ describe('runQueryLoop', () => {
   });
 
   it('turns a denied Write into an is_error result with the denial text and leaves the disk untouched', async () => {
-    const target = join(dir, 'secret-plan.md');
+    const target = join(bed.dir, 'secret-plan.md');
     const denyWrites: CanUseTool = async (tool, input) =>
       tool.name === 'Write'
         ? { behavior: 'deny', message: `Write to ${String(input.file_path)} is not allowed in this context.` }
         : { behavior: 'allow' };
-    server.script(
+    bed.server.script(
       reply(toolUse('Write', { file_path: target, content: 'plan' }, 'toolu_w')),
       textReply('Understood, I will not write it.'),
     );
@@ -174,7 +155,7 @@ describe('runQueryLoop', () => {
         ? { behavior: 'allow' }
         : { behavior: 'deny', message: 'Only read-only commands are allowed.' };
     };
-    server.script(
+    bed.server.script(
       reply(
         toolUse('Bash', { command: 'ls' }, 'toolu_a'),
         toolUse('Bash', { command: 'touch created.txt' }, 'toolu_b'),
@@ -186,7 +167,7 @@ describe('runQueryLoop', () => {
       ['ls', true],
       ['touch created.txt', false],
     ]);
-    await expect(access(join(dir, 'created.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(access(join(bed.dir, 'created.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
   it('accepts a policy typed only structurally (as memory-core declares it) and passes its reason through', async () => {
@@ -199,7 +180,7 @@ describe('runQueryLoop', () => {
         ? { behavior: 'deny', message: 'No shell here.', reason: 'tool_not_allowed' }
         : { behavior: 'allow' };
     const canUseTool: CanUseTool = policy; // must compile: memory-core's policies plug straight in
-    server.script(reply(toolUse('Bash', { command: 'ls' }, 'toolu_b')), textReply('ok'));
+    bed.server.script(reply(toolUse('Bash', { command: 'ls' }, 'toolu_b')), textReply('ok'));
     const result = await runQueryLoop(options('list', { canUseTool }));
     expect(result.deniedCalls).toEqual([
       { tool: 'Bash', toolUseId: 'toolu_b', message: 'No shell here.', reason: 'tool_not_allowed' },
@@ -207,8 +188,11 @@ describe('runQueryLoop', () => {
   });
 
   it('treats a throwing permission hook as a denial and runs nothing', async () => {
-    const target = join(dir, 'never.txt');
-    server.script(reply(toolUse('Write', { file_path: target, content: 'x' }, 'toolu_w')), textReply('ok'));
+    const target = join(bed.dir, 'never.txt');
+    bed.server.script(
+      reply(toolUse('Write', { file_path: target, content: 'x' }, 'toolu_w')),
+      textReply('ok'),
+    );
     const result = await runQueryLoop(
       options('write', {
         canUseTool: () => {
@@ -221,16 +205,16 @@ describe('runQueryLoop', () => {
   });
 
   it('ends normally with max_turns when the budget is spent', async () => {
-    server.respond(() => reply(toolUse('Bash', { command: 'echo again' })));
+    bed.server.respond(() => reply(toolUse('Bash', { command: 'echo again' })));
     const result = await runQueryLoop(options('loop forever', { maxTurns: 2 }));
     expect(result.endReason).toBe('max_turns');
     expect(result.turns).toBe(2);
-    expect(server.messageRequests()).toHaveLength(2);
+    expect(bed.server.messageRequests()).toHaveLength(2);
     expect(result.newMessages.at(-1)!.type).toBe('user'); // the last tool results are kept
   });
 
   it('replaces empty tool output, reports unknown tools and invalid input as errors', async () => {
-    server.script(
+    bed.server.script(
       reply(
         toolUse('Bash', { command: 'true' }, 'toolu_empty'),
         toolUse('Teleport', { to: 'mars' }, 'toolu_unknown'),
@@ -251,7 +235,7 @@ describe('runQueryLoop', () => {
   });
 
   it('injects attachments before a model call and calls the reply and turn-end hooks', async () => {
-    server.script(reply(toolUse('Bash', { command: 'echo hi' }, 'toolu_1')), textReply('done'));
+    bed.server.script(reply(toolUse('Bash', { command: 'echo hi' }, 'toolu_1')), textReply('done'));
     const calls: string[] = [];
     const result = await runQueryLoop(
       options('hello', {
@@ -286,7 +270,7 @@ describe('runQueryLoop', () => {
   });
 
   it('stops with endReason aborted when the signal fires during a model call', async () => {
-    server.script({ ...textReply('too late'), latencyMs: 2_000 });
+    bed.server.script({ ...textReply('too late'), latencyMs: 2_000 });
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 50);
     const result = await runQueryLoop(options('slow', { signal: controller.signal }));
@@ -295,9 +279,9 @@ describe('runQueryLoop', () => {
   });
 
   it('persists a large Bash result and the <persisted-output> block round-trips through the transcript', async () => {
-    const transcript = new TranscriptStore(join(dir, 'project', 's1.jsonl'));
-    const toolResultsDir = join(dir, 'project', 's1', 'tool-results');
-    server.script(
+    const transcript = new TranscriptStore(join(bed.dir, 'project', 's1.jsonl'));
+    const toolResultsDir = join(bed.dir, 'project', 's1', 'tool-results');
+    bed.server.script(
       reply(toolUse('Bash', { command: 'seq 1 20000' }, 'toolu_big')),
       textReply('That is a lot of numbers.'),
     );

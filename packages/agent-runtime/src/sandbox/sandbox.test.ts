@@ -1,5 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { declaredWriteJail, withWriteJail } from '@engram/write-jail/write-jail';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeTempDir } from '../fixtures.test-helpers.js';
 import { bashTool } from '../tools/bash.js';
@@ -15,13 +16,7 @@ import {
   sandboxStatus,
 } from './sandbox.js';
 import { buildSeccompFilter } from './seccomp.js';
-import {
-  createToolSandbox,
-  declaredWriteJail,
-  prepareUnattended,
-  SANDBOX_UNAVAILABLE_REASON,
-  withWriteJail,
-} from './unattended.js';
+import { createToolSandbox, prepareUnattended, SANDBOX_UNAVAILABLE_REASON } from './unattended.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {

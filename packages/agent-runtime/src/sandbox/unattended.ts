@@ -1,5 +1,6 @@
 import { promises as fs } from 'node:fs';
 import { resolve } from 'node:path';
+import { declaredWriteJail, type WriteJail } from '@engram/write-jail/write-jail';
 import type { AnyTool, CanUseTool, PermissionDecision, ToolContext } from '../tools/tool.js';
 import {
   type BwrapInvocation,
@@ -15,16 +16,8 @@ import {
 // names, same definitions, so the prompt cache is shared — whose Bash runs in the OS sandbox and whose
 // Write/Edit land through the jailed write, and a policy that denies Bash, with the reason, when the
 // sandbox cannot start on this host. The permission policy stays the first filter; this is the boundary.
-
-/**
- * The one directory an unattended agent may change, as a policy declares it (memory-core's policies set
- * `writeJail` on the function they return; any policy can). `bash: 'read-only'` (the default) leaves the
- * directory read-only to Bash too, so only Write/Edit, after the policy's checks, change it.
- */
-export interface WriteJail {
-  root: string;
-  bash?: 'read-only' | 'write-root';
-}
+// The directory that may change is the `WriteJail` the policy declares (`@engram/write-jail`: memory-core's
+// policies declare it, any policy can; `bash: 'read-only'`, the default, keeps it read-only to Bash too).
 
 /** The sandbox a tool sees in its context (`ToolContext.sandbox`). */
 export interface ToolSandbox {
@@ -36,20 +29,6 @@ export interface ToolSandbox {
   hidden?: readonly string[];
   readable?: readonly string[];
   status: SandboxStatus;
-}
-
-/** The jail a policy declares, if any. */
-export function declaredWriteJail(policy: unknown): WriteJail | undefined {
-  const jail = (policy as { writeJail?: unknown } | null)?.writeJail;
-  if (!jail || typeof jail !== 'object') return undefined;
-  const { root, bash } = jail as { root?: unknown; bash?: unknown };
-  if (typeof root !== 'string' || root === '') return undefined;
-  return { root, ...(bash === 'write-root' ? { bash } : { bash: 'read-only' as const }) };
-}
-
-/** Attaches `jail` to a policy function (returns the same function). */
-export function withWriteJail<P extends object>(policy: P, jail: WriteJail): P & { writeJail: WriteJail } {
-  return Object.assign(policy, { writeJail: jail });
 }
 
 export async function createToolSandbox(

@@ -1,5 +1,6 @@
 import { promises as fs } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { type Jailed, withWriteJail } from '@engram/write-jail/write-jail';
 import { resolveInside } from '../paths/containment.js';
 import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '../paths/memory-paths.js';
 import { scanForSecrets } from '../security/secret-scanner.js';
@@ -44,21 +45,8 @@ export type CanUseTool = (
   input: Record<string, unknown>,
 ) => Promise<PermissionDecision>;
 
-/**
- * The one directory a policy's agent may change. The agent runtime reads it off the policy function
- * (structurally: memory-core knows nothing of the runtime) and confines the agent's tools to it: Bash in
- * an OS sandbox that sees the directory read-only, Write/Edit through a write that cannot leave it.
- */
-export interface WriteJail {
-  root: string;
-  bash?: 'read-only' | 'write-root';
-}
-export type JailedPolicy = CanUseTool & { writeJail: WriteJail };
-
-/** Declares `jail` on `policy` (the same function). */
-export function withWriteJail(policy: CanUseTool, jail: WriteJail): JailedPolicy {
-  return Object.assign(policy, { writeJail: jail });
-}
+/** A policy with the one directory its agent may change declared on it (`@engram/write-jail`). */
+export type JailedPolicy = Jailed<CanUseTool>;
 
 /** Largest file a memory agent may write (memories are small; the index is read up to 25,000 characters). */
 export const MAX_MEMORY_WRITE_BYTES = 256 * 1024;

@@ -409,7 +409,8 @@ export function familyOf(ruleId: string): string {
   return FAMILY_ALIASES[head] ?? head;
 }
 
-function prng(seed: number): () => number {
+/** A seeded pseudo-random source in [0, 1) (mulberry32): the same seed gives the same corpus on every run. */
+export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

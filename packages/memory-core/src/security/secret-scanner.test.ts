@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BENIGN_NOTES, buildSecretCorpus, CORPUS_EXCLUDED, CORPUS_SPECS } from './secret-corpus.js';
+import { BENIGN_NOTES, buildSecretCorpus, CORPUS_EXCLUDED, CORPUS_SPECS, prng } from './secret-corpus.js';
 import {
   isPlaceholderSecret,
   REDACTED,
@@ -12,16 +12,6 @@ import {
 // Fixtures are assembled at run time from a prefix and a pseudo-random body, so no string in this repository
 // looks like a real credential (and secret scanners on the repository stay quiet).
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const next = prng(20260305);
 const LOWER = 'abcdefghijklmnopqrstuvwxyz';
 const UPPER = LOWER.toUpperCase();

@@ -6,12 +6,13 @@ import { JobProducer } from '@engram/queue/producer';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitForFinishedJob } from '@engram/testkit/wait';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandlers } from '../handlers.js';
 import { isDreamRequest, seedDreamMemories } from '../jobs/dream.test-helpers.js';
 import { createLogger } from '../logger.js';
 import { startWorkerService, type WorkerService } from '../service.js';
+import { launchChromium } from '../testing/chromium.test-helpers.js';
 import {
   createForeground,
   type ForegroundSession,
@@ -99,18 +100,7 @@ beforeAll(async () => {
   expect(dreamed.failedReason).toBeFalsy();
   await producer.close();
 
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  });
+  browser = await launchChromium();
 }, 90_000);
 
 afterAll(async () => {

@@ -19,6 +19,7 @@ import { listMemories } from '@engram/memory-core/memdir/memory-files';
 import { engramPathsFromDirNames, PROJECTS_DIRNAME } from '@engram/memory-core/paths/memory-paths';
 import { Hono } from 'hono';
 import type { WorkersConfig } from '../config.js';
+import { formatAge, type OperationsReport, operationsChecks } from '../operations.js';
 import { jobKindOfQueue } from './job-kinds.js';
 import { diffLines, type LineDiff } from './line-diff.js';
 
@@ -58,6 +59,8 @@ export interface MemoryBrowserDeps {
   queues: JobSource[];
   /** Is a consolidation of this project running? Restores wait for it. */
   consolidationRunning?: (projectDir: string) => Promise<boolean>;
+  /** Outbox backlogs and the reconcile sweep's last run, shown on the front page. */
+  operations?: () => Promise<OperationsReport>;
 }
 
 const PROJECT_NAME = /^[A-Za-z0-9-]{1,250}$/;
@@ -216,11 +219,28 @@ function renderDiff(before: Map<string, string>, after: Map<string, string>): st
 }
 
 function age(ms: number): string {
-  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
-  if (s < 90) return `${s} s ago`;
-  if (s < 5400) return `${Math.round(s / 60)} min ago`;
-  if (s < 129_600) return `${Math.round(s / 3600)} h ago`;
-  return `${Math.round(s / 86_400)} days ago`;
+  return `${formatAge(Date.now() - ms)} ago`;
+}
+
+/**
+ * The "Memory work" section: outboxes (work waiting to be queued) and the reconcile sweep's last run, the
+ * same checks `engram doctor` prints.
+ */
+async function renderOperations(operations: MemoryBrowserDeps['operations']): Promise<string> {
+  if (!operations) return '';
+  let report: OperationsReport;
+  try {
+    report = await operations();
+  } catch (error) {
+    return `<section id="operations"><h2>Memory work</h2><p class="bad">Could not read the outboxes or the reconcile state: ${escapeHtml((error as Error).message)}</p></section>`;
+  }
+  const rows = operationsChecks(report)
+    .map(
+      (check) =>
+        `<tr class="check ${check.ok ? 'ok' : 'bad'}"><td>${check.ok ? 'ok' : 'FAIL'}</td><td>${escapeHtml(check.name)}</td><td>${escapeHtml(check.detail)}${check.fix ? `<br><small>fix: ${escapeHtml(check.fix)}</small>` : ''}</td></tr>`,
+    )
+    .join('');
+  return `<section id="operations"><h2>Memory work</h2><table><thead><tr><th></th><th>check</th><th>detail</th></tr></thead><tbody>${rows}</tbody></table></section>`;
 }
 
 export function createMemoryBrowser(deps: MemoryBrowserDeps): Hono {
@@ -243,6 +263,7 @@ export function createMemoryBrowser(deps: MemoryBrowserDeps): Hono {
 
   app.get('/', async (c) => {
     const projects = await listProjects(config);
+    const operations = await renderOperations(deps.operations);
     const rows = projects
       .map(
         (p) =>
@@ -256,7 +277,7 @@ export function createMemoryBrowser(deps: MemoryBrowserDeps): Hono {
           projects.length
             ? `<table><thead><tr><th>project</th><th>memories</th></tr></thead><tbody>${rows}</tbody></table>`
             : `<p>No memories yet under ${escapeHtml(config.engramHome)}.</p>`
-        }</section>`,
+        }</section>${operations}`,
       ),
     );
   });

@@ -8,7 +8,8 @@ import { type ServerType, serve } from '@hono/node-server';
 import { serveStatic } from '@hono/node-server/serve-static';
 import { Hono, type MiddlewareHandler } from 'hono';
 import type { WorkersConfig } from '../config.js';
-import type { WorkerMetrics } from '../metrics.js';
+import { setOperationsGauges, type WorkerMetrics } from '../metrics.js';
+import type { OperationsReport } from '../operations.js';
 import { jobKindOfQueue } from './job-kinds.js';
 import { createMemoryBrowser, type JobSource } from './memory-browser.js';
 
@@ -24,6 +25,8 @@ export interface HttpDeps {
   sampleQueueDepths(): Promise<void>;
   /** Is a consolidation of this project running (the memory browser's restores wait for it)? */
   consolidationRunning?: (projectDir: string) => Promise<boolean>;
+  /** Outbox backlogs and the reconcile sweep's last run, for /metrics and the memory browser. */
+  operations?: () => Promise<OperationsReport>;
 }
 
 export interface RunningHttpServer {
@@ -84,6 +87,8 @@ export function createHttpApp(deps: HttpDeps): Hono {
   });
   app.get('/metrics', async (c) => {
     await deps.sampleQueueDepths().catch(() => {});
+    const operations = await deps.operations?.().catch(() => undefined);
+    if (operations) setOperationsGauges(deps.metrics, operations);
     const sandbox = await sandboxStatus();
     deps.metrics.sandbox.reset();
     deps.metrics.sandbox.set(
@@ -122,6 +127,7 @@ export function createHttpApp(deps: HttpDeps): Hono {
         config: deps.config,
         queues: deps.dashboardQueues as unknown as JobSource[],
         ...(deps.consolidationRunning ? { consolidationRunning: deps.consolidationRunning } : {}),
+        ...(deps.operations ? { operations: deps.operations } : {}),
       }),
     );
   }

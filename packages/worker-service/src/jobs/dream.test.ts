@@ -15,32 +15,24 @@ import {
   tryAcquireConsolidation,
 } from '@engram/queue/state/consolidation-lock';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
-import { Closer } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
+import type { RecordedRequest } from '@engram/testkit/model-server';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { errors, reply, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitForFinishedJob } from '@engram/testkit/wait';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { WorkerService } from '../service.js';
 import { createForeground, type ForegroundSession } from '../testing/foreground.test-helpers.js';
 import { startTestWorkerService } from '../testing/service.test-helpers.js';
 import { isDreamRequest, seedDreamMemories, seedSessions } from './dream.test-helpers.js';
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer();
+const { closer } = scripted;
 
 const DAY = 24 * 3_600_000;
 
 async function startService(engramHome: string): Promise<WorkerService> {
-  return startTestWorkerService({ modelUrl: server.url, engramHome, queues: 'dream', closer });
+  return startTestWorkerService({ modelUrl: scripted.server.url, engramHome, queues: 'dream', closer });
 }
 
 function producerFor(service: WorkerService) {
@@ -82,8 +74,8 @@ const MERGED = [
 
 describe('dream end to end', () => {
   it('merges two duplicate memories into one, rewrites the index, reports progress phases and a receipt', async () => {
-    const fg = createForeground(server);
-    server.route('parent', (r) => !isDreamRequest(r.body), [textReply('Done.')]);
+    const fg = createForeground(scripted.server);
+    scripted.server.route('parent', (r) => !isDreamRequest(r.body), [textReply('Done.')]);
     const leaf = await fg.turn('please run the tests with pnpm');
     const mem = fg.paths.memoryDir;
     const seeded = seedDreamMemories(mem);
@@ -91,7 +83,7 @@ describe('dream end to end', () => {
 
     const newIndex =
       '- [Use pnpm](feedback_pnpm.md) — pnpm, never npm\n- [Deploy freeze](project_deploy.md) — no Friday deploys\n- [Role](user_role.md) — Go backend dev\n';
-    server.route('dream', (r) => isDreamRequest(r.body), [
+    scripted.server.route('dream', (r) => isDreamRequest(r.body), [
       reply(
         text('Orienting.'),
         toolUse('Read', { file_path: join(mem, 'MEMORY.md') }),
@@ -171,8 +163,8 @@ describe('dream end to end', () => {
     expect(await fs.readFile(join(mem, 'project_deploy.md'), 'utf8')).toBe(seeded['project_deploy.md']);
 
     // The fork repeated the parent's request (cache sharing) and carried the consolidation prompt.
-    const forkRequests: RecordedRequest[] = server.messageRequests('dream');
-    const parentLast = server.messageRequests('parent').at(-1)!;
+    const forkRequests: RecordedRequest[] = scripted.server.messageRequests('dream');
+    const parentLast = scripted.server.messageRequests('parent').at(-1)!;
     expect(comparePrefix(parentLast.body, forkRequests[0]!.body)).toMatchObject({
       sameModel: true,
       sameSystem: true,
@@ -209,7 +201,7 @@ describe('dream end to end', () => {
   });
 
   it('restores the snapshot and fails the job with the reason when a run deletes every memory', async () => {
-    const fg = createForeground(server);
+    const fg = createForeground(scripted.server);
     const mem = fg.paths.memoryDir;
     const seeded = seedDreamMemories(mem);
     const lockFile = join(mem, CONSOLIDATE_LOCK_FILE);
@@ -218,7 +210,7 @@ describe('dream end to end', () => {
     utimesSync(lockFile, new Date(prior), new Date(prior));
 
     const files = Object.keys(seeded);
-    server.route('dream', (r) => isDreamRequest(r.body), [
+    scripted.server.route('dream', (r) => isDreamRequest(r.body), [
       reply(...files.map((f) => toolUse('Read', { file_path: join(mem, f) }))),
       reply(...files.map((f) => toolUse('Write', { file_path: join(mem, f), content: '' }))),
       textReply('Cleaned everything up.'),
@@ -239,7 +231,7 @@ describe('dream end to end', () => {
     expect(await lastConsolidatedAt(service.engine.state, sanitizePath(fg.cwd))).toBe(prior);
     expect(statSync(lockFile).mtimeMs).toBe(prior);
     // The minimal-context fork: memory prompt as system, the consolidation prompt as the only message.
-    const first = server.messageRequests('dream')[0]!.body;
+    const first = scripted.server.messageRequests('dream')[0]!.body;
     expect(JSON.stringify(first.system)).toContain('# auto memory');
     expect(first.messages).toHaveLength(1);
     expect(JSON.stringify(first.messages[0])).toContain(CONSOLIDATION_PROMPT_TITLE);
@@ -250,11 +242,11 @@ describe('dream end to end', () => {
   });
 
   it('restores the snapshot when the fork fails, and a retry completes', async () => {
-    const fg = createForeground(server);
+    const fg = createForeground(scripted.server);
     const mem = fg.paths.memoryDir;
     const seeded = seedDreamMemories(mem);
     let firsts = 0;
-    server.route(
+    scripted.server.route(
       'dream',
       (r) => isDreamRequest(r.body),
       (r) => {
@@ -281,9 +273,9 @@ describe('dream end to end', () => {
   });
 
   it('skips when another consolidation holds the lock, or when the gate is shut', async () => {
-    const fg = createForeground(server);
+    const fg = createForeground(scripted.server);
     seedDreamMemories(fg.paths.memoryDir);
-    server.route('dream', (r) => isDreamRequest(r.body), [textReply('should never run')]);
+    scripted.server.route('dream', (r) => isDreamRequest(r.body), [textReply('should never run')]);
     const service = await startService(fg.engramHome);
     const project = sanitizePath(fg.cwd);
     const producer = producerFor(service);
@@ -312,7 +304,7 @@ describe('dream end to end', () => {
     );
     expect(few.returnvalue).toMatchObject({ outcome: 'skipped-not-due' });
     expect((few.returnvalue as DreamResult).reason).toContain('only 4 session');
-    expect(server.messageRequests('dream')).toHaveLength(0);
+    expect(scripted.server.messageRequests('dream')).toHaveLength(0);
     expect(existsSync(join(fg.paths.memoryDir, '.history'))).toBe(false);
   });
 });

@@ -4,11 +4,11 @@ import { NOT_READ_MESSAGE } from '@engram/agent-runtime/tools/file-state';
 import type { ExtractResult } from '@engram/queue/jobs/extract';
 import { JobProducer } from '@engram/queue/producer';
 import { SessionState } from '@engram/queue/state/session-state';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitForFinishedJob } from '@engram/testkit/wait';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { WorkerService } from '../service.js';
 import { WORKER_TEST_BACKENDS } from '../testing/backends.test-helpers.js';
 import { createForeground, isExtractionRequest, lastUserText } from '../testing/foreground.test-helpers.js';
@@ -17,16 +17,8 @@ import { startTestWorkerService } from '../testing/service.test-helpers.js';
 // Receipts and `engram_memories_written_total` come from the files on disk (content hashes before and after
 // the fork), never from the writes a fork set out to make: a refused Write is no saved memory.
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer();
+const { closer } = scripted;
 
 const memory = (name: string, body: string) =>
   `---\nname: ${name}\ndescription: ${name} for this repository\ntype: feedback\n---\n${body}\n`;
@@ -38,14 +30,14 @@ async function written(service: WorkerService, action: string): Promise<number> 
 
 describe.each(WORKER_TEST_BACKENDS)('extraction receipts on %s', (_kind, backend) => {
   it('a Write refused with "File has not been read yet" is no saved memory: not in the receipt, not counted', async () => {
-    const fg = createForeground(server);
+    const fg = createForeground(scripted.server);
     mkdirSync(fg.paths.memoryDir, { recursive: true });
     const existing = memory('Use pnpm', 'Use pnpm.');
     writeFileSync(join(fg.paths.memoryDir, 'feedback_pnpm.md'), existing);
     writeFileSync(fg.paths.memoryIndexPath, '- [Use pnpm](feedback_pnpm.md) — pnpm, never npm\n');
-    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Noted.')]);
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Noted.')]);
     const results: string[] = [];
-    server.route(
+    scripted.server.route(
       'extract',
       (r) => isExtractionRequest(r.body),
       (r): ScriptStep => {
@@ -65,7 +57,7 @@ describe.each(WORKER_TEST_BACKENDS)('extraction receipts on %s', (_kind, backend
     );
     const leaf = await fg.turn('we are on pnpm 9 now');
     const service = await startTestWorkerService({
-      modelUrl: server.url,
+      modelUrl: scripted.server.url,
       engramHome: fg.engramHome,
       queues: 'extract',
       closer,
@@ -94,15 +86,15 @@ describe.each(WORKER_TEST_BACKENDS)('extraction receipts on %s', (_kind, backend
   });
 
   it('credits exactly what changed on disk: a created file, an updated file, not an identical rewrite', async () => {
-    const fg = createForeground(server);
+    const fg = createForeground(scripted.server);
     mkdirSync(fg.paths.memoryDir, { recursive: true });
     const same = memory('Tabs', 'Indent with tabs.');
     const old = memory('Node', 'Node 20.');
     writeFileSync(join(fg.paths.memoryDir, 'feedback_tabs.md'), same);
     writeFileSync(join(fg.paths.memoryDir, 'project_node.md'), old);
-    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Noted.')]);
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Noted.')]);
     let step = 0;
-    server.route(
+    scripted.server.route(
       'extract',
       (r) => isExtractionRequest(r.body),
       (): ScriptStep => {
@@ -137,7 +129,7 @@ describe.each(WORKER_TEST_BACKENDS)('extraction receipts on %s', (_kind, backend
     const ns = uniquePrefix('receipt');
     backend.cleanUpAfter(ns, closer);
     const service = await startTestWorkerService({
-      modelUrl: server.url,
+      modelUrl: scripted.server.url,
       engramHome: fg.engramHome,
       queues: 'extract',
       closer,

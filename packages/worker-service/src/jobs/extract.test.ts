@@ -6,11 +6,12 @@ import type { ExtractResult } from '@engram/queue/jobs/extract';
 import { postgresSchemaFor } from '@engram/queue/postgres-backend';
 import { JobProducer } from '@engram/queue/producer';
 import { SessionState } from '@engram/queue/state/session-state';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import type { RecordedRequest } from '@engram/testkit/model-server';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { errors, reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { WorkerService } from '../service.js';
 import { WORKER_TEST_BACKENDS, type WorkerTestBackend } from '../testing/backends.test-helpers.js';
 import {
@@ -21,16 +22,8 @@ import {
 } from '../testing/foreground.test-helpers.js';
 import { startTestWorkerService } from '../testing/service.test-helpers.js';
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer();
+const { closer } = scripted;
 
 const PNPM_MEMORY = [
   '---',
@@ -57,7 +50,7 @@ async function startService(
   const namespace = uniquePrefix('extract');
   backend.cleanUpAfter(namespace, closer);
   const service = await startTestWorkerService({
-    modelUrl: server.url,
+    modelUrl: scripted.server.url,
     engramHome,
     queues: 'extract',
     closer,
@@ -104,7 +97,7 @@ async function waitForResults(
 /** The extraction fork's script: Read nothing, write the pnpm memory (and optionally try to escape), then stop. */
 function extractionScript(fg: ForegroundSession, opts: { escape?: string } = {}) {
   const forkFirst: RecordedRequest[] = [];
-  server.route(
+  scripted.server.route(
     'extract',
     (r) => isExtractionRequest(r.body),
     (r): ScriptStep => {
@@ -125,8 +118,10 @@ function extractionScript(fg: ForegroundSession, opts: { escape?: string } = {})
 // Every scenario runs on both queue engines: Redis (production) and BullMQ's PostgreSQL backend (zero-install).
 describe.each(WORKER_TEST_BACKENDS)('extract end to end on %s', (_kind, backend) => {
   it('turns a stated preference into a typed memory with an index pointer, from a cache-sharing fork', async () => {
-    const fg = createForeground(server);
-    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Got it — pnpm from now on.')]);
+    const fg = createForeground(scripted.server);
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [
+      textReply('Got it — pnpm from now on.'),
+    ]);
     const forkFirst = extractionScript(fg, { escape: join(fg.cwd, 'outside.txt') });
     const leaf = await fg.turn(
       'Please always use pnpm in this repo, never npm: npm breaks our workspace links.',
@@ -156,7 +151,7 @@ describe.each(WORKER_TEST_BACKENDS)('extract end to end on %s', (_kind, backend)
     expect(existsSync(join(fg.cwd, 'outside.txt'))).toBe(false);
 
     // The fork's first request repeats the parent's last request and is served from the prompt cache.
-    const parentLast = server.messageRequests('parent').at(-1)!;
+    const parentLast = scripted.server.messageRequests('parent').at(-1)!;
     const cmp = comparePrefix(parentLast.body, forkFirst[0]!.body);
     expect(cmp).toMatchObject({ sameModel: true, sameSystem: true, sameTools: true, aIsPrefixOfB: true });
     // The fork adds exactly the parent's final reply and the instruction.
@@ -172,8 +167,8 @@ describe.each(WORKER_TEST_BACKENDS)('extract end to end on %s', (_kind, backend)
   });
 
   it('coalesces three turns ended during a running extraction into one trailing run over only the newer messages', async () => {
-    const fg = createForeground(server);
-    server.route(
+    const fg = createForeground(scripted.server);
+    scripted.server.route(
       'parent',
       (r) => !isExtractionRequest(r.body),
       (r) => textReply(`ok ${r.index}`),
@@ -184,7 +179,7 @@ describe.each(WORKER_TEST_BACKENDS)('extract end to end on %s', (_kind, backend)
     const gate = new Promise<void>((r) => {
       release = r;
     });
-    server.route(
+    scripted.server.route(
       'extract',
       (r) => isExtractionRequest(r.body),
       async (r): Promise<ScriptStep> => {
@@ -218,28 +213,30 @@ describe.each(WORKER_TEST_BACKENDS)('extract end to end on %s', (_kind, backend)
   });
 
   it('skips the fork and advances the cursor when the agent wrote memory itself since the cursor', async () => {
-    const fg = createForeground(server);
-    server.route('parent', (r) => !isExtractionRequest(r.body), [
+    const fg = createForeground(scripted.server);
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [
       reply(toolUse('Write', { file_path: join(fg.paths.memoryDir, 'user_role.md'), content: PNPM_MEMORY })),
       textReply('Remembered.'),
     ]);
-    server.route('extract', (r) => isExtractionRequest(r.body), [textReply('should never be asked')]);
+    scripted.server.route('extract', (r) => isExtractionRequest(r.body), [
+      textReply('should never be asked'),
+    ]);
     await fs.mkdir(fg.paths.memoryDir, { recursive: true });
     const leaf = await fg.turn('remember that I am a Go developer');
     const service = await startService(backend, fg.engramHome);
     await producerFor(service).enqueue('extract', fg.extractPayload(leaf));
     const [result] = await waitForResults(service, 1);
     expect(result?.outcome).toBe('skipped-direct-write');
-    expect(server.messageRequests('extract')).toHaveLength(0);
+    expect(scripted.server.messageRequests('extract')).toHaveLength(0);
     const cursor = await new SessionState(service.engine.state, fg.extractPayload(leaf)).extractCursor();
     expect(cursor?.leafSeq).toBe(leaf.leafSeq);
   });
 
   it('retries model overload (529, 429) with backoff and then succeeds', async () => {
-    const fg = createForeground(server);
-    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Sure.')]);
+    const fg = createForeground(scripted.server);
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Sure.')]);
     const steps: ScriptStep[] = [errors.overloaded(), errors.rateLimited()];
-    server.route(
+    scripted.server.route(
       'flaky',
       (r) => isExtractionRequest(r.body) && steps.length > 0,
       () => steps.shift()!,
@@ -253,13 +250,13 @@ describe.each(WORKER_TEST_BACKENDS)('extract end to end on %s', (_kind, backend)
     const job = await producerFor(service).queue('extract').getJob(receipt.jobId);
     // Two failed attempts (529, then 429), each retried by BullMQ after its backoff, then the successful third.
     expect(job?.attemptsMade).toBe(3);
-    expect(server.messageRequests('flaky').map((r) => r.response?.status)).toEqual([529, 429]);
+    expect(scripted.server.messageRequests('flaky').map((r) => r.response?.status)).toEqual([529, 429]);
     expect(forkFirst).toHaveLength(1);
   });
 
   it('fails a job whose leaf is not in the transcript once, without retrying, with the reason', async () => {
-    const fg = createForeground(server);
-    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Sure.')]);
+    const fg = createForeground(scripted.server);
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Sure.')]);
     const leaf = await fg.turn('hello there friend');
     const service = await startService(backend, fg.engramHome);
     const producer = producerFor(service);
@@ -274,12 +271,12 @@ describe.each(WORKER_TEST_BACKENDS)('extract end to end on %s', (_kind, backend)
     const job = await producer.queue('extract').getJob(receipt.jobId);
     expect(job?.attemptsMade).toBe(1);
     expect(job?.failedReason).toContain('LEAF_NOT_FOUND');
-    expect(server.messageRequests()).toHaveLength(1);
+    expect(scripted.server.messageRequests()).toHaveLength(1);
   });
 
   it('leaves no temp files in the memory directory', async () => {
-    const fg = createForeground(server);
-    server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Sure.')]);
+    const fg = createForeground(scripted.server);
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Sure.')]);
     extractionScript(fg);
     const leaf = await fg.turn('always use pnpm please, never npm');
     const service = await startService(backend, fg.engramHome);

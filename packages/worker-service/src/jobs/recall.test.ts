@@ -14,10 +14,11 @@ import { MAX_MEMORY_BYTES } from '@engram/memory-core/recall/read-for-surfacing'
 import { SELECTION_OUTPUT_JSON_SCHEMA } from '@engram/memory-core/recall/selection-prompt';
 import { type RecallPayload, type RecallResult, recallResult } from '@engram/queue/jobs/recall';
 import { JobProducer } from '@engram/queue/producer';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import type { RecordedRequest } from '@engram/testkit/model-server';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { errors, jsonReply, type ScriptStep, textReply } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { loadWorkersConfig } from '../config.js';
 import { createHandlers } from '../handlers.js';
 import { createLogger } from '../logger.js';
@@ -27,16 +28,8 @@ import { createRecallHandler, createRecallModelClient } from './recall.js';
 const PROJECT = '-work-repo';
 const DAY = 86_400_000;
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer();
+const { closer } = scripted;
 
 interface Home {
   root: string;
@@ -133,7 +126,7 @@ async function startService(
     ENGRAM_QUEUES: 'recall',
     ENGRAM_WORKERS_PORT: '0',
     ANTHROPIC_API_KEY: 'test',
-    ANTHROPIC_BASE_URL: server.url,
+    ANTHROPIC_BASE_URL: scripted.server.url,
     ENGRAM_SMALL_MODEL: 'testkit-small',
     LOG_LEVEL: 'silent',
   });
@@ -178,7 +171,7 @@ async function recall(service: WorkerService, p: RecallPayload): Promise<RecallR
 const isSelector = (r: RecordedRequest) => r.body.output_config?.format?.type === 'json_schema';
 
 function selectorRoute(steps: ScriptStep[] | ((r: RecordedRequest) => ScriptStep | Promise<ScriptStep>)) {
-  server.route('selector', isSelector, steps);
+  scripted.server.route('selector', isSelector, steps);
 }
 
 function userText(r: RecordedRequest): string {
@@ -214,8 +207,8 @@ describe('recall end to end', () => {
     });
     expect(attachment!.content).toContain('Use the docker Postgres.');
 
-    const [request] = server.messageRequests('selector');
-    expect(server.messageRequests()).toHaveLength(1);
+    const [request] = scripted.server.messageRequests('selector');
+    expect(scripted.server.messageRequests()).toHaveLength(1);
     expect(request!.stream).toBe(false);
     expect(request!.body.model).toBe('testkit-small');
     expect(request!.body.max_tokens).toBe(256);
@@ -291,7 +284,7 @@ describe('recall end to end', () => {
     expect(related).toMatchObject({ outcome: 'fallback', fallbackReason: 'timeout' });
     expect(related.attachments.map((a) => a.path)).toEqual(['feedback_db_tests.md']);
     expect(unrelated).toMatchObject({ outcome: 'fallback', fallbackReason: 'timeout', attachments: [] });
-    expect(server.messageRequests('selector')).toHaveLength(2);
+    expect(scripted.server.messageRequests('selector')).toHaveLength(2);
     expect(await service.metrics.registry.metrics()).toContain('engram_recalls_total{outcome="fallback"} 2');
   });
 
@@ -309,7 +302,7 @@ describe('recall end to end', () => {
     expect(afterError).toMatchObject({ outcome: 'fallback', fallbackReason: 'selector-error' });
     expect(afterError.attachments.map((a) => a.path)).toEqual(['feedback_pnpm.md']);
     // One request: the SDK did not retry the 500 behind the job's back.
-    expect(server.messageRequests('selector')).toHaveLength(1);
+    expect(scripted.server.messageRequests('selector')).toHaveLength(1);
 
     const notJson = await recall(service, payload(query));
     expect(notJson).toMatchObject({ outcome: 'fallback', fallbackReason: 'invalid-output' });
@@ -347,7 +340,7 @@ describe('recall end to end', () => {
     expect(JSON.stringify(result)).not.toContain('TOP SECRET');
 
     // The lexical fallback never sees the link either.
-    server.reset();
+    scripted.server.reset();
     selectorRoute([errors.server()]);
     const fallback = await recall(service, payload('where are the deploy keys for production'));
     expect(fallback.outcome).toBe('fallback');
@@ -409,7 +402,7 @@ describe('recall end to end', () => {
     rmSync(home.memoryDir, { recursive: true });
     const missingDir = await recall(service, payload('a directory that does not exist'));
     expect(missingDir).toMatchObject({ outcome: 'empty', attachments: [] });
-    expect(server.messageRequests()).toHaveLength(0);
+    expect(scripted.server.messageRequests()).toHaveLength(0);
     expect(await service.metrics.registry.metrics()).toContain('engram_recalls_total{outcome="empty"} 2');
   });
 });

@@ -1,4 +1,4 @@
-import { type Dirent, promises as fs } from 'node:fs';
+import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
 import { drainOutbox, readSessionRecord } from '@engram/memory-core/extraction/session-record';
@@ -7,7 +7,7 @@ import type { PayloadOf } from '@engram/queue/catalog';
 import type { ReconcilePayload, ReconcileResult } from '@engram/queue/jobs/reconcile';
 import { SessionState } from '@engram/queue/state/session-state';
 import type { HandlerContext } from '@engram/queue/worker';
-import { TENANT_ID_PATTERN, tenantHomeDir, tenantsRoot } from '@engram/tenants/tenant-store';
+import { memoryHomes, recordReconcileRun } from '../operations.js';
 import type { HandlerDeps } from '../service.js';
 
 // reconcile: one sweep over ENGRAM_HOME's sessions (those with a memory record, i.e. that asked for memory
@@ -41,7 +41,27 @@ export function createReconcileHandler(deps: ReconcileDeps) {
   const { config, engine, logger } = deps;
   const quietMs = deps.quietMs ?? config.reconcileQuietMs;
   const { producer } = deps;
-  return async (_payload: ReconcilePayload, ctx: HandlerContext): Promise<ReconcileResult> => {
+  // Each run is recorded (result or error) for `engram doctor`, /metrics and the memory browser.
+  return async (payload: ReconcilePayload, ctx: HandlerContext): Promise<ReconcileResult> => {
+    const startedAtMs = Date.now();
+    const record = (run: { ok: true; result: ReconcileResult } | { ok: false; error: string }) =>
+      recordReconcileRun(engine.state, {
+        ...run,
+        startedAtMs,
+        finishedAtMs: Date.now(),
+        intervalMs: config.reconcileIntervalMs,
+      }).catch((error: Error) => logger.warn({ err: error.message }, 'reconcile run not recorded'));
+    try {
+      const result = await sweep(payload, ctx);
+      await record({ ok: true, result });
+      return result;
+    } catch (error) {
+      await record({ ok: false, error: (error as Error).message });
+      throw error;
+    }
+  };
+
+  async function sweep(_payload: ReconcilePayload, ctx: HandlerContext): Promise<ReconcileResult> {
     const log = logger.child({ queue: 'reconcile', jobId: ctx.job.id });
     const result: ReconcileResult = {
       sessions: 0,
@@ -53,15 +73,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
     const now = Date.now();
     // The operator's home and every hosted tenant's own area (packages/tenants): a tenant's lost enqueue
     // converges like anyone's, and its extraction is enqueued with its tenant so it resolves in its area.
-    const homes: Array<{ home: string; tenant?: string }> = [{ home: config.engramHome }];
-    const tenantDirs = await fs
-      .readdir(tenantsRoot(config.engramHome), { withFileTypes: true })
-      .catch(() => [] as Dirent[]);
-    for (const d of tenantDirs) {
-      if (d.isDirectory() && TENANT_ID_PATTERN.test(d.name)) {
-        homes.push({ home: tenantHomeDir(config.engramHome, d.name), tenant: d.name });
-      }
-    }
+    const homes = await memoryHomes(config.engramHome);
     const candidates: Array<Candidate & { tenant?: string }> = [];
     for (const { home, tenant } of homes) {
       for (const c of await listSessionDirs(join(home, PROJECTS_DIRNAME), now)) {
@@ -139,7 +151,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
     }
     if (result.outboxHanded || result.extractsEnqueued) log.info(result, 'reconciliation sweep');
     return result;
-  };
+  }
 }
 
 interface Candidate {

@@ -5,10 +5,9 @@ import { ContextTooLongError, reactiveCompact } from '@engram/agent-runtime/comp
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
 import { isCompactBoundary } from '@engram/agent-runtime/transcript/entry';
 import { JobProducer } from '@engram/queue/producer';
-import { Closer } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { errors, type ScriptStep, textReply } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { lastUserText } from '../testing/foreground.test-helpers.js';
 import { startTestWorkerService } from '../testing/service.test-helpers.js';
 import {
@@ -21,31 +20,22 @@ import {
 // Compaction in a session whose notes the workers keep (docs/design.md §7): from the notes with no model call when
 // they are usable, from one model summary when not, and once (reactively) on a prompt-too-long reply.
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  expect(server.unscripted).toEqual([]);
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer({ requireScripted: true });
+const { closer } = scripted;
 
 let producer: JobProducer;
 
 async function session(opts: { sessionMemory?: boolean } = {}): Promise<SmSession> {
   const engramHome = mkdtempSync(join(tmpdir(), 'engram-home-'));
   const service = await startTestWorkerService({
-    modelUrl: server.url,
+    modelUrl: scripted.server.url,
     engramHome,
     queues: 'session-memory',
     closer,
   });
   producer = closer.add(new JobProducer(service.engine));
   const queue = producer.queue('session-memory');
-  return createSmSession(server, {
+  return createSmSession(scripted.server, {
     engine: service.engine,
     producer,
     engramHome,
@@ -65,7 +55,7 @@ const WORKLOG = '_A terse, step-by-step log of what was done_';
 
 function scriptModel(s: () => SmSession, parent: ScriptStep[] | ((i: number) => ScriptStep)) {
   let notes = 0;
-  server.route(
+  scripted.server.route(
     'notes',
     (r) => isSessionMemoryRequest(r.body),
     (r) => {
@@ -86,7 +76,7 @@ function scriptModel(s: () => SmSession, parent: ScriptStep[] | ((i: number) => 
       };
     },
   );
-  server.route(
+  scripted.server.route(
     'compact',
     (r) => isCompactRequest(r.body),
     () =>
@@ -95,7 +85,7 @@ function scriptModel(s: () => SmSession, parent: ScriptStep[] | ((i: number) => 
       ),
   );
   let i = 0;
-  server.route(
+  scripted.server.route(
     'parent',
     (r) => !isSessionMemoryRequest(r.body) && !isCompactRequest(r.body),
     Array.isArray(parent) ? parent : () => parent(i++),
@@ -113,11 +103,11 @@ describe('auto-compaction with session memory', () => {
       (i) => textReply(`answer ${i}: ${'a'.repeat(2_000)}`),
     );
     for (let i = 0; i < 8; i++) await s.turn(bigPrompt(i));
-    expect(server.messageRequests('notes').length).toBeGreaterThan(0);
+    expect(scripted.server.messageRequests('notes').length).toBeGreaterThan(0);
     const before = s.replies.at(-1)!.contextTokens;
     const outcome = await s.autoCompact({ threshold: before - 1 });
     expect(outcome).toMatchObject({ compacted: true, via: 'session-memory' });
-    expect(server.messageRequests('compact')).toHaveLength(0);
+    expect(scripted.server.messageRequests('compact')).toHaveLength(0);
     if (!outcome.compacted) throw new Error('unreachable');
     expect(outcome.result.postTokens).toBeLessThan(before - 1);
     expect(outcome.result.summary.message!.content).toContain('- notes update');
@@ -141,13 +131,13 @@ describe('auto-compaction with session memory', () => {
     expect(stale).toMatchObject({ outcome: 'skipped-stale' });
 
     await s.turn('what next?');
-    const next = server.messageRequests('parent').at(-1)!.body;
+    const next = scripted.server.messageRequests('parent').at(-1)!.body;
     const sent = JSON.stringify(next.messages);
     expect(JSON.stringify(next.messages[0])).toContain('This session continues an earlier conversation');
     expect(sent).toContain('- notes update');
     expect(sent).not.toContain('prompt 0:');
     expect(sent).toContain('prompt 7:'); // the recent tail is kept verbatim
-    expect(server.messageRequests('compact')).toHaveLength(0);
+    expect(scripted.server.messageRequests('compact')).toHaveLength(0);
   });
 
   it('falls back to exactly one model summary when there are no notes yet', async () => {
@@ -159,12 +149,12 @@ describe('auto-compaction with session memory', () => {
     );
     await s.turn('hello there');
     await s.turn('build the parser');
-    expect(server.messageRequests('notes')).toHaveLength(0);
+    expect(scripted.server.messageRequests('notes')).toHaveLength(0);
     const outcome = await s.autoCompact({ threshold: 100 });
     expect(outcome).toMatchObject({ compacted: true, via: 'model' });
-    expect(server.messageRequests('compact')).toHaveLength(1);
+    expect(scripted.server.messageRequests('compact')).toHaveLength(1);
     await s.turn('go on');
-    const sent = JSON.stringify(server.messageRequests('parent').at(-1)!.body.messages);
+    const sent = JSON.stringify(scripted.server.messageRequests('parent').at(-1)!.body.messages);
     expect(sent).toContain('1. Primary request: build the parser (model summary)');
     expect(sent).not.toContain('hello there');
     expect(buildChain((await s.store.readAll()).entries).live[0]!.isCompactSummary).toBe(true);
@@ -198,8 +188,10 @@ describe('reactive compaction', () => {
     expect(out.compacted).toBe(true);
     expect(compactions).toBe(1);
     expect(await boundaries(s)).toBe(1);
-    expect(server.messageRequests('compact')).toHaveLength(1);
-    expect(server.messageRequests('parent').map((r) => r.response?.status)).toEqual([200, 200, 400, 200]);
+    expect(scripted.server.messageRequests('compact')).toHaveLength(1);
+    expect(scripted.server.messageRequests('parent').map((r) => r.response?.status)).toEqual([
+      200, 200, 400, 200,
+    ]);
     expect(s.live.at(-1)!.message!.content).toEqual([{ type: 'text', text: 'three' }]);
   });
 
@@ -220,6 +212,6 @@ describe('reactive compaction', () => {
     expect((failure as Error).message).toContain('240,000 tokens, the maximum is 200,000');
     expect((failure as Error).message).toContain('start a new session');
     expect(await boundaries(s)).toBe(1);
-    expect(server.messageRequests('compact')).toHaveLength(1);
+    expect(scripted.server.messageRequests('compact')).toHaveLength(1);
   });
 });

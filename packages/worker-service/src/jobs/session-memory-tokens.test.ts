@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import { autoCompactThreshold } from '@engram/agent-runtime/compact/thresholds';
 import { tokenCountWithEstimation } from '@engram/agent-runtime/model/tokens';
 import { JobProducer } from '@engram/queue/producer';
-import { Closer } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
+import type { RecordedRequest } from '@engram/testkit/model-server';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { lastUserText } from '../testing/foreground.test-helpers.js';
 import { startTestWorkerService } from '../testing/service.test-helpers.js';
 import {
@@ -27,16 +27,8 @@ const CONTEXT_WINDOW = 60_000;
 const THRESHOLD = autoCompactThreshold({ contextWindow: CONTEXT_WINDOW, maxOutputTokens: MAX_TOKENS });
 const WORKLOG = '_A terse, step-by-step log of what was done_';
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer();
+const { closer } = scripted;
 
 interface Totals {
   requests: number;
@@ -62,10 +54,10 @@ function totals(requests: RecordedRequest[]): Totals {
 }
 
 async function run(withSessionMemory: boolean) {
-  server.reset();
+  scripted.server.reset();
   const engramHome = mkdtempSync(join(tmpdir(), 'engram-home-'));
   const service = await startTestWorkerService({
-    modelUrl: server.url,
+    modelUrl: scripted.server.url,
     engramHome,
     queues: 'session-memory',
     closer,
@@ -73,7 +65,7 @@ async function run(withSessionMemory: boolean) {
   const producer = closer.add(new JobProducer(service.engine));
   const queue = producer.queue('session-memory');
   let s!: SmSession;
-  s = createSmSession(server, {
+  s = createSmSession(scripted.server, {
     engine: service.engine,
     producer,
     engramHome,
@@ -94,7 +86,7 @@ async function run(withSessionMemory: boolean) {
     );
   }
   let notes = 0;
-  server.route(
+  scripted.server.route(
     'notes',
     (r) => isSessionMemoryRequest(r.body),
     (r) => {
@@ -109,7 +101,7 @@ async function run(withSessionMemory: boolean) {
       );
     },
   );
-  server.route(
+  scripted.server.route(
     'compact',
     (r) => isCompactRequest(r.body),
     () =>
@@ -118,7 +110,7 @@ async function run(withSessionMemory: boolean) {
       ),
   );
   let calls = 0;
-  server.route(
+  scripted.server.route(
     'parent',
     (r) => !isSessionMemoryRequest(r.body) && !isCompactRequest(r.body),
     () => {
@@ -146,9 +138,9 @@ async function run(withSessionMemory: boolean) {
   }
   return {
     compactions,
-    parent: totals(server.messageRequests('parent')),
-    compact: totals(server.messageRequests('compact')),
-    notes: totals(server.messageRequests('notes')),
+    parent: totals(scripted.server.messageRequests('parent')),
+    compact: totals(scripted.server.messageRequests('compact')),
+    notes: totals(scripted.server.messageRequests('notes')),
   };
 }
 

@@ -5,33 +5,24 @@ import { sessionMemoryWaitPlan } from '@engram/agent-runtime/compact/auto-compac
 import { DEFAULT_SESSION_MEMORY_TEMPLATE } from '@engram/memory-core/session-memory/template';
 import type { SessionMemoryResult } from '@engram/queue/jobs/session-memory';
 import { JobProducer } from '@engram/queue/producer';
-import { Closer } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
+import type { RecordedRequest } from '@engram/testkit/model-server';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitForFinishedJob } from '@engram/testkit/wait';
 import type { Job } from 'bullmq';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { WorkerService } from '../service.js';
 import { lastUserText } from '../testing/foreground.test-helpers.js';
 import { startTestWorkerService } from '../testing/service.test-helpers.js';
 import { createSmSession, isSessionMemoryRequest, type SmSession } from './session-memory.test-helpers.js';
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  expect(server.unscripted).toEqual([]);
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer({ requireScripted: true });
+const { closer } = scripted;
 
 async function startService(engramHome: string): Promise<{ service: WorkerService; producer: JobProducer }> {
   const service = await startTestWorkerService({
-    modelUrl: server.url,
+    modelUrl: scripted.server.url,
     engramHome,
     queues: 'session-memory',
     closer,
@@ -71,7 +62,7 @@ function notesScript(
   } = {},
 ) {
   const first: RecordedRequest[] = [];
-  server.route(
+  scripted.server.route(
     'notes',
     (r) => isSessionMemoryRequest(r.body),
     async (r): Promise<ScriptStep> => {
@@ -100,7 +91,7 @@ describe('session-memory job', () => {
     const results: Record<number, SessionMemoryResult> = {};
     const markersAfter: Record<number, Awaited<ReturnType<SmSession['state']['sessionMemory']>>> = {};
     let s!: SmSession;
-    s = createSmSession(server, {
+    s = createSmSession(scripted.server, {
       engine: service.engine,
       producer,
       engramHome,
@@ -113,7 +104,7 @@ describe('session-memory job', () => {
     writeFileSync(join(s.cwd, 'app.ts'), 'export const answer = 42;\n');
     const read = () => toolUse('Read', { file_path: join(s.cwd, 'app.ts') });
     // r0..r10 with exact context sizes (the reply's usage is the whole context right after it).
-    server.route('parent', (r) => !isSessionMemoryRequest(r.body), [
+    scripted.server.route('parent', (r) => !isSessionMemoryRequest(r.body), [
       textReply('r0', usage(4_000)),
       { ...reply(read()), ...usage(9_999) }, // r1: not initialised yet
       { ...reply(read()), ...usage(10_000) }, // r2: initialises; only 2 tool calls, mid loop → no update
@@ -183,7 +174,7 @@ describe('session-memory job', () => {
     expect(statSync(dirname(s.summaryPath)).mode & 0o777).toBe(0o700);
 
     // The fork repeats the parent's request and adds the reply it was triggered by plus the instruction.
-    const parentForR3 = server.messageRequests('parent')[3]!;
+    const parentForR3 = scripted.server.messageRequests('parent')[3]!;
     const cmp = comparePrefix(parentForR3.body, forkFirst[0]!.body);
     expect(cmp).toMatchObject({ sameModel: true, sameSystem: true, sameTools: true, aIsPrefixOfB: true });
     expect(forkFirst[0]!.body.messages.length).toBe(parentForR3.body.messages.length + 2);
@@ -198,14 +189,14 @@ describe('session-memory job safety', () => {
     const engramHome = newHome();
     const { service, producer } = await startService(engramHome);
     const jobs: string[] = [];
-    const s = createSmSession(server, {
+    const s = createSmSession(scripted.server, {
       engine: service.engine,
       producer,
       engramHome,
       thresholds: EVERY_REPLY,
       onEnqueued: (jobId) => void jobs.push(jobId),
     });
-    server.route(
+    scripted.server.route(
       'parent',
       (r) => !isSessionMemoryRequest(r.body),
       (r) => textReply(`ok ${r.index}`),
@@ -216,7 +207,7 @@ describe('session-memory job safety', () => {
     });
     const firstJobStateAtSecondFork: string[] = [];
     const forkFirst: RecordedRequest[] = [];
-    server.route(
+    scripted.server.route(
       'notes',
       (r) => isSessionMemoryRequest(r.body),
       async (r): Promise<ScriptStep> => {
@@ -271,14 +262,14 @@ describe('session-memory job safety', () => {
     const engramHome = newHome();
     const { service, producer } = await startService(engramHome);
     const results: SessionMemoryResult[] = [];
-    const s: SmSession = createSmSession(server, {
+    const s: SmSession = createSmSession(scripted.server, {
       engine: service.engine,
       producer,
       engramHome,
       thresholds: EVERY_REPLY,
       onEnqueued: async (jobId) => void results.push((await waitForJob(producer, jobId)).returnvalue),
     });
-    server.route(
+    scripted.server.route(
       'parent',
       (r) => !isSessionMemoryRequest(r.body),
       (r) => textReply(`ok ${r.index}`),
@@ -295,7 +286,7 @@ describe('session-memory job safety', () => {
     const notes = await fs.readFile(s.summaryPath, 'utf8');
     expect(notes).toContain(`${WORKLOG}\n- update 1`);
     expect(notes).not.toContain('overwritten');
-    const toolResults = JSON.stringify(server.messageRequests('notes').at(-1)!.body.messages.at(-1));
+    const toolResults = JSON.stringify(scripted.server.messageRequests('notes').at(-1)!.body.messages.at(-1));
     expect(toolResults).toContain('Only Edit on the session notes file');
   });
 
@@ -303,14 +294,14 @@ describe('session-memory job safety', () => {
     const engramHome = newHome();
     const { service, producer } = await startService(engramHome);
     const jobs: Job[] = [];
-    const s: SmSession = createSmSession(server, {
+    const s: SmSession = createSmSession(scripted.server, {
       engine: service.engine,
       producer,
       engramHome,
       thresholds: EVERY_REPLY,
       onEnqueued: async (jobId) => void jobs.push(await waitForJob(producer, jobId)),
     });
-    server.route(
+    scripted.server.route(
       'parent',
       (r) => !isSessionMemoryRequest(r.body),
       (r) => textReply(`ok ${r.index}`),

@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ExtractResult } from '@engram/queue/jobs/extract';
 import { JobProducer } from '@engram/queue/producer';
-import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
-import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitForFinishedJob, waitUntil } from '@engram/testkit/wait';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { WORKER_TEST_BACKENDS } from '../testing/backends.test-helpers.js';
 import { createForeground, isExtractionRequest, lastUserText } from '../testing/foreground.test-helpers.js';
 import { startTestWorkerService } from '../testing/service.test-helpers.js';
@@ -16,22 +16,14 @@ import { startTestWorkerService } from '../testing/service.test-helpers.js';
 // the first one runs, run one at a time in arrival order — parked, not randomly deferred — and each is
 // handed the lease by the one before it.
 
-let server: ModelServer;
-const closer = new Closer();
-beforeAll(async () => {
-  server = await startModelServer();
-});
-afterEach(async () => {
-  await closer.closeAll();
-  server.reset();
-});
-afterAll(() => server.close());
+const scripted = useModelServer();
+const { closer } = scripted;
 
 describe.each(WORKER_TEST_BACKENDS)('the project writer line on %s', (_kind, backend) => {
   it('runs one project’s extractions one at a time, first come first served', async () => {
     const engramHome = mkdtempSync(join(tmpdir(), 'engram-line-home-'));
     const cwd = mkdtempSync(join(tmpdir(), 'engram-line-repo-'));
-    server.route(
+    scripted.server.route(
       'parent',
       (r) => !isExtractionRequest(r.body),
       (r) => textReply(`ok ${r.index}`),
@@ -44,7 +36,7 @@ describe.each(WORKER_TEST_BACKENDS)('the project writer line on %s', (_kind, bac
     const gate = new Promise<void>((r) => {
       release = r;
     });
-    server.route(
+    scripted.server.route(
       'extract',
       (r) => isExtractionRequest(r.body),
       async (r): Promise<ScriptStep> => {
@@ -71,13 +63,13 @@ describe.each(WORKER_TEST_BACKENDS)('the project writer line on %s', (_kind, bac
     );
     const sessions = [];
     for (let i = 0; i < 4; i++) {
-      const fg = createForeground(server, { engramHome, cwd });
+      const fg = createForeground(scripted.server, { engramHome, cwd });
       sessions.push({ fg, leaf: await fg.turn(`session ${i} says: remember fact ${i}`) });
     }
     const ns = uniquePrefix('line');
     backend.cleanUpAfter(ns, closer);
     const service = await startTestWorkerService({
-      modelUrl: server.url,
+      modelUrl: scripted.server.url,
       engramHome,
       queues: 'extract',
       closer,
