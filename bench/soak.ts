@@ -171,9 +171,11 @@ class CpuMeter {
     this.pids.set(pid, { group, first: this.timer ? 0 : now, last: now });
   }
   start(): void {
+    // Read every process now: the window starts here, not when the process was added (a worker added right
+    // after its spawn would otherwise charge its whole start-up, module loading included, to the window).
+    this.sample();
     for (const p of this.pids.values()) p.first = p.last;
     this.self = process.cpuUsage();
-    this.sample();
     this.timer = setInterval(() => this.sample(), 250);
   }
   private sample(): void {

@@ -196,8 +196,19 @@ export async function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineS
 
     let fork: ForkOutcome | undefined;
     let forkError: unknown;
+    // Whether the fork asked for any tool call: every call is in an assistant message handed to onMessage
+    // before the tool runs, so a fork that asked for none changed nothing on disk (the usual "nothing to
+    // save"), and its after-state is its before-state without walking and reading the tree again.
+    let toolCalls = 0;
+    const counted: ForkPlan = {
+      ...plan,
+      onMessage: async (entry) => {
+        toolCalls += toolUseCount(entry);
+        await plan.onMessage?.(entry);
+      },
+    };
     try {
-      fork = await runFork(deps, plan, signal, tx, log);
+      fork = await runFork(deps, counted, signal, tx, log);
     } catch (error) {
       forkError = error;
     }
@@ -228,7 +239,7 @@ export async function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineS
       throw error;
     }
     const done = fork!;
-    let after = await hash();
+    let after = toolCalls === 0 ? before : await hash();
     const run: RunContext = { before, after, change: diffTrees(before, after), fork: done };
     const verdict = spec.guard ? await spec.guard(run) : ({ ok: true } as const);
     if (!verdict.ok) throw await refuse(spec, verdict, owner);
@@ -264,6 +275,14 @@ export async function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineS
   } finally {
     await writer.release();
   }
+}
+
+function toolUseCount(entry: ChainEntry): number {
+  const content = entry.type === 'assistant' ? entry.message?.content : undefined;
+  if (!Array.isArray(content)) return 0;
+  let n = 0;
+  for (const block of content as Array<{ type: string }>) if (block.type === 'tool_use') n++;
+  return n;
 }
 
 /** A guard's refusal, after the transaction restored the previous state. */

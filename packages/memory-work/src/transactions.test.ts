@@ -60,6 +60,24 @@ describe.each(TEST_BACKENDS)('journal transaction on %s', (_kind, backend) => {
     expect(await worker.state.getJson(key)).toBeUndefined();
   });
 
+  it('writes nothing to the state store for an attempt that intends no write; its first intent saves it', async () => {
+    const { worker } = await testEngines(backend, closer, uniquePrefix('journal'));
+    const root = mkdtempSync(join(tmpdir(), 'engram-journal-'));
+    const key = 'extract-journal:9';
+    const tx = journalTransaction({ state: worker.state, key, root });
+    expect(await tx.begin(await hashTree(root))).toEqual({ recovered: [] });
+    expect(await worker.state.getJson(key)).toBeUndefined();
+    await tx.noteMessage!(writes(join(root, 'fact.md')), root);
+    expect(await worker.state.getJson(key)).toEqual({ intents: { 'fact.md': null } });
+    // A retry finds that journal and keeps it (saved again) until its commit.
+    const retry = journalTransaction({ state: worker.state, key, root });
+    await retry.begin(await hashTree(root));
+    expect(retry.intended).toEqual(['fact.md']);
+    expect(await worker.state.getJson(key)).toEqual({ intents: { 'fact.md': null } });
+    await retry.commit();
+    expect(await worker.state.getJson(key)).toBeUndefined();
+  });
+
   it('an intended write that never landed (refused) is not recovered and changes no receipt', async () => {
     const { worker } = await testEngines(backend, closer, uniquePrefix('journal'));
     const root = mkdtempSync(join(tmpdir(), 'engram-journal-'));

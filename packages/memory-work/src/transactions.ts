@@ -79,7 +79,9 @@ export function journalTransaction(opts: {
     async begin(before) {
       const stored = await opts.state.getJson<ExtractJournal>(opts.key);
       journal = stored?.intents ? stored : { intents: {} };
-      await save();
+      // An earlier attempt's journal is saved again (its time to live restarts); with none, there is nothing
+      // to save: a missing journal and an empty one read the same, and the first intent saves it.
+      if (stored?.intents) await save();
       // An intent whose file no longer has its pre-write hash: that earlier attempt's write landed.
       return {
         recovered: Object.entries(journal.intents)
