@@ -170,8 +170,10 @@ describe('extraction through a Sentinel failover', () => {
       const session = createForeground(model, { engramHome });
       const completed = async (jobId: string) =>
         until(`job ${jobId}`, async () => {
-          const job = await producer.queue('extract').getJob(jobId);
-          return (await job?.getState()) === 'completed' ? job : undefined;
+          // State first, then the job: a job read before it completed carries no return value yet.
+          const queue = producer.queue('extract');
+          if ((await queue.getJobState(jobId)) !== 'completed') return undefined;
+          return queue.getJob(jobId);
         });
 
       const first = await producer.enqueue(
