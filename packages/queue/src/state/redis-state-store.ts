@@ -105,25 +105,6 @@ export function isRedisUnavailableError(error: unknown): boolean {
   );
 }
 
-/** The methods whose Redis outages surface as `StateStoreUnavailableError` (503 and retryable, not 500). */
-const GUARDED_METHODS = [
-  'getJson',
-  'setJson',
-  'delete',
-  'setIfNewer',
-  'getVersioned',
-  'addCounters',
-  'getCounters',
-  'setIfAbsent',
-  'acquireLease',
-  'renewLease',
-  'releaseLease',
-  'getLease',
-  'acquireLeaseInTurn',
-  'releaseLeaseToNext',
-  'ping',
-] as const;
-
 export class RedisStateStore implements StateStore {
   readonly engine = 'redis' as const;
   private readonly redis: Redis | Cluster;
@@ -144,17 +125,22 @@ export class RedisStateStore implements StateStore {
     // Errors surface on the calls that fail; an unhandled 'error' event would crash the process.
     this.redis.on('error', () => {});
     // Every call that cannot reach Redis fails with the one typed, retryable error the callers (the hosted
-    // API's 503, the outbox, job retries) know, whatever ioredis's message for the outage is.
-    const self = this as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
-    for (const name of GUARDED_METHODS) {
+    // API's 503, the outbox, job retries) know, whatever ioredis's message for the outage is. Applied to every
+    // method of the class that returns a promise, so a method added later is covered without a list to keep.
+    // (The cast: methods are replaced by name on the instance; their signatures are unchanged.)
+    const self = this as unknown as Record<string, (...args: unknown[]) => unknown>;
+    for (const name of Object.getOwnPropertyNames(RedisStateStore.prototype)) {
       const method = self[name];
-      if (typeof method !== 'function') continue;
+      if (name === 'constructor' || typeof method !== 'function') continue;
       const bound = method.bind(this);
-      self[name] = (...args: unknown[]) =>
-        bound(...args).catch((error: unknown) => {
+      self[name] = (...args: unknown[]) => {
+        const result = bound(...args);
+        if (!(result instanceof Promise)) return result;
+        return result.catch((error: unknown) => {
           if (isRedisUnavailableError(error)) throw new StateStoreUnavailableError((error as Error).message);
           throw error;
         });
+      };
     }
   }
 
