@@ -37,6 +37,7 @@ const envSchema = sharedEnvSchema.extend({
   ENGRAM_RECONCILE_INTERVAL_MS: positiveInt.default(60_000),
   ENGRAM_RECONCILE_QUIET_MS: z.coerce.number().int().min(0).default(30_000),
   ENGRAM_MODEL_MAX_RETRIES: z.coerce.number().int().min(0).max(2).default(1),
+  ENGRAM_MODEL_THREADS: z.coerce.number().int().min(0).max(16).default(1),
   ENGRAM_DASHBOARD: boolFlag.default(true),
   ENGRAM_DASHBOARD_READONLY: boolFlag.default(true),
   ENGRAM_DASHBOARD_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -52,7 +53,13 @@ export interface WorkersConfig {
   namespace: string;
   model: string;
   smallModel: string;
-  anthropic: { apiKey: string | undefined; baseURL: string | undefined; maxRetries: number };
+  anthropic: {
+    apiKey: string | undefined;
+    baseURL: string | undefined;
+    maxRetries: number;
+    /** Model threads per client (0: the SDK runs on the jobs' thread). */
+    threads: number;
+  };
   http: { host: string; port: number };
   queues: JobKind[];
   concurrency: Partial<Record<JobKind, number>>;
@@ -138,6 +145,7 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
       apiKey: e.ANTHROPIC_API_KEY,
       baseURL: e.ANTHROPIC_BASE_URL,
       maxRetries: e.ENGRAM_MODEL_MAX_RETRIES,
+      threads: e.ENGRAM_MODEL_THREADS,
     },
     http: { host: e.ENGRAM_WORKERS_HOST, port: e.ENGRAM_WORKERS_PORT },
     queues,

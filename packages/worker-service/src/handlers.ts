@@ -17,6 +17,12 @@ export function createHandlers(deps: HandlerDeps): WorkerHandlers {
     ...(anthropic.baseURL ? { baseURL: anthropic.baseURL } : {}),
     // BullMQ owns retries (backoff with jitter, visible on the job); the SDK retries at most once inside a job.
     maxRetries: anthropic.maxRetries,
+    // The SDK's requests run in model threads, off the thread that runs the jobs (docs/hosted-api.md, sizing).
+    threads: anthropic.threads,
+  });
+  const recallClient = createRecallModelClient(deps.config);
+  deps.onStop?.(async () => {
+    await Promise.all([client.close?.(), recallClient.close?.()]);
   });
   return {
     extract: createExtractHandler({ ...deps, client }),
@@ -25,7 +31,7 @@ export function createHandlers(deps: HandlerDeps): WorkerHandlers {
     // The selector gets its own client: SDK retries off (a retried side query would answer too late).
     recall: createRecallHandler({
       ...deps,
-      client: createRecallModelClient(deps.config),
+      client: recallClient,
       selectorTimeoutMs: deps.config.recallTimeoutMs,
     }),
     ...(deps.producer ? { reconcile: createReconcileHandler({ ...deps, producer: deps.producer }) } : {}),

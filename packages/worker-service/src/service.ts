@@ -26,6 +26,8 @@ export interface HandlerDeps {
   waker?: JobWaker;
   /** The service's producer (the reconciliation job enqueues through it). */
   producer?: JobProducer;
+  /** Registers a cleanup the service runs at stop, after its workers closed (e.g. a model client's threads). */
+  onStop?: (cleanup: () => Promise<void>) => void;
 }
 
 export interface StartWorkerServiceOptions {
@@ -68,7 +70,16 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
   const metrics = createWorkerMetrics();
   const waker = createJobWaker(engine);
   const producer = new JobProducer(engine);
-  const handlers = options.handlers({ config, engine, metrics, logger, waker, producer });
+  const cleanups: Array<() => Promise<void>> = [];
+  const handlers = options.handlers({
+    config,
+    engine,
+    metrics,
+    logger,
+    waker,
+    producer,
+    onStop: (cleanup) => cleanups.push(cleanup),
+  });
   const workers = new Map<JobKind, AnyWorker>();
 
   for (const kind of config.queues) {
@@ -204,6 +215,7 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
         );
         await Promise.allSettled([...workers.values()].map((w) => w.close(true)));
       }
+      await Promise.allSettled(cleanups.map((cleanup) => cleanup()));
       await http?.close();
       await waker.close();
       await producer.close();

@@ -2,10 +2,11 @@ import { type ModelServer, startModelServer } from '@engram/testkit/model-server
 import { errors, jsonReply, reply, text, textReply, toolUse } from '@engram/testkit/replies';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { clientFor } from '../fixtures.test-helpers.js';
 import {
   addUsage,
+  createModelClient,
   EMPTY_USAGE,
+  type ModelClient,
   type ModelRequest,
   parseStructuredOutput,
   withCacheBreakpoints,
@@ -49,7 +50,17 @@ const base: ModelRequest = {
   maxTokens: 1024,
 };
 
-describe('createModelClient', () => {
+// Every behaviour of the client holds whether the SDK runs in this thread or in model threads.
+describe.each([0, 2])('createModelClient (model threads: %i)', (threads) => {
+  const opened: ModelClient[] = [];
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((c) => c.close?.()));
+  });
+  const clientFor = (s: ModelServer, maxRetries = 2): ModelClient => {
+    const client = createModelClient({ apiKey: 'test', baseURL: s.url, maxRetries, threads });
+    opened.push(client);
+    return client;
+  };
   it('hands each text delta to onTextDelta as it streams, and returns the same reply as without it', async () => {
     const long = 'A reply long enough to arrive in several text deltas from the streaming API.';
     server.script(reply(text(long), toolUse('Read', { file_path: '/a.txt' }, 'toolu_1'), text('Tail.')));

@@ -1,6 +1,8 @@
-import Anthropic from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
 import type { z } from 'zod';
 import { ModelError, toModelError } from './errors.js';
+import { threadedTransport } from './threaded-transport.js';
+import { createSdk, inlineTransport, type ModelTransport } from './transport.js';
 import type {
   ApiMessage,
   ApiUsage,
@@ -57,6 +59,8 @@ export interface ModelClient {
   send(request: ModelRequest, opts?: SendOptions): Promise<ModelResponse>;
   /** Non-streaming call for small structured-output side queries (e.g. the recall selector). */
   sendSideQuery(request: ModelRequest, opts?: SendOptions): Promise<ModelResponse>;
+  /** Releases what the client holds (its model threads); calls after it fail. Optional for test doubles. */
+  close?(): Promise<void>;
 }
 
 export interface ModelClientOptions {
@@ -65,6 +69,11 @@ export interface ModelClientOptions {
   /** SDK-level retries for 408/409/429/5xx/connection errors. Workers use 0–1 and let BullMQ retry. */
   maxRetries?: number;
   timeoutMs?: number;
+  /**
+   * Model threads: 0 (the default) calls the SDK in the calling thread; N > 0 runs the SDK's requests in N
+   * worker threads (threaded-transport.ts), for processes that keep many LLM-bound calls in flight.
+   */
+  threads?: number;
 }
 
 export const EMPTY_USAGE: Usage = Object.freeze({
@@ -197,45 +206,43 @@ function toResponse(message: Anthropic.Message): ModelResponse {
 }
 
 export function createModelClient(opts: ModelClientOptions = {}): ModelClient {
-  const sdk = new Anthropic({
+  const sdkOptions = {
     ...(opts.apiKey !== undefined ? { apiKey: opts.apiKey } : {}),
     ...(opts.baseURL !== undefined ? { baseURL: opts.baseURL } : {}),
     maxRetries: opts.maxRetries ?? 2,
-    ...(opts.timeoutMs !== undefined ? { timeout: opts.timeoutMs } : {}),
-  });
+    ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
+  };
+  const threaded =
+    (opts.threads ?? 0) > 0 ? threadedTransport({ ...sdkOptions, threads: opts.threads ?? 1 }) : undefined;
+  const transport: ModelTransport = threaded ?? inlineTransport(createSdk(sdkOptions));
   return {
     async send(request, sendOpts = {}) {
       try {
-        const stream = sdk.messages.stream(
-          toBody(request),
-          sendOpts.signal ? { signal: sendOpts.signal } : undefined,
-        );
         const onTextDelta = sendOpts.onTextDelta;
-        if (onTextDelta) {
-          stream.on('streamEvent', (event) => {
-            if (event.type !== 'content_block_delta' || event.delta.type !== 'text_delta') return;
-            try {
-              onTextDelta({ index: event.index, text: event.delta.text });
-            } catch {
-              // A listener's failure is its own; the reply still completes.
-            }
-          });
-        }
-        return toResponse(await stream.finalMessage());
+        const message = await transport.stream(toBody(request), {
+          ...(sendOpts.signal ? { signal: sendOpts.signal } : {}),
+          ...(onTextDelta
+            ? { onTextDelta: (index: number, text: string) => onTextDelta({ index, text }) }
+            : {}),
+        });
+        return toResponse(message);
       } catch (e) {
         throw toModelError(e);
       }
     },
     async sendSideQuery(request, sendOpts = {}) {
       try {
-        const message = await sdk.messages.create(
+        const message = await transport.create(
           toBody(request),
-          sendOpts.signal ? { signal: sendOpts.signal } : undefined,
+          sendOpts.signal ? { signal: sendOpts.signal } : {},
         );
         return toResponse(message);
       } catch (e) {
         throw toModelError(e);
       }
+    },
+    async close() {
+      await threaded?.close();
     },
   };
 }
