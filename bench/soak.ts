@@ -29,7 +29,7 @@ import { freePort, startLocalRedis } from '@engram/queue/local-redis';
 import { TenantStore } from '@engram/tenants/tenant-store';
 import type { ModelServer } from '@engram/testkit/model-server';
 import { createForeground } from '@engram/worker-service/testing/foreground.test-helpers';
-import { Queue } from 'bullmq';
+import { Queue, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { percentile } from './lib/stats.js';
 
@@ -45,8 +45,19 @@ const EXTRACT_MODEL_MS = 500;
 const SMALL_MODEL = 'soak-small-model';
 const NAMESPACE = 'soak';
 
-const ENGRAM = fileURLToPath(new URL('../apps/agent/src/bin/engram.ts', import.meta.url));
-const WORKERS_BIN = fileURLToPath(new URL('../apps/workers/src/bin/engram-workers.ts', import.meta.url));
+// The services run as production runs them (the Dockerfile's `node apps/…/dist/bin/…js`): compiled output, no
+// TypeScript loader, so a restarted worker's start-up is not a TypeScript compile. SOAK_FROM_SOURCE=1 runs the
+// sources through tsx instead (no build needed; start-up and steady state then include the loader).
+const FROM_SOURCE = process.env.SOAK_FROM_SOURCE === '1';
+const bin = (app: string, name: string) =>
+  fileURLToPath(
+    new URL(
+      FROM_SOURCE ? `../apps/${app}/src/bin/${name}.ts` : `../apps/${app}/dist/bin/${name}.js`,
+      import.meta.url,
+    ),
+  );
+const ENGRAM = bin('agent', 'engram');
+const WORKERS_BIN = bin('workers', 'engram-workers');
 const MODEL_BIN = fileURLToPath(new URL('./lib/soak-model.ts', import.meta.url));
 const BASELINE_BIN = fileURLToPath(new URL('./lib/soak-client-baseline.ts', import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -55,7 +66,8 @@ function spawnNode(entry: string, args: string[], env: NodeJS.ProcessEnv, ipc = 
   const prof = process.env.SOAK_CPU_PROF_DIR
     ? ['--cpu-prof', `--cpu-prof-dir=${process.env.SOAK_CPU_PROF_DIR}`]
     : [];
-  const child = spawn(process.execPath, [...prof, '--conditions=source', '--import', 'tsx', entry, ...args], {
+  const loader = entry.endsWith('.ts') ? ['--conditions=source', '--import', 'tsx'] : [];
+  const child = spawn(process.execPath, [...prof, ...loader, entry, ...args], {
     env,
     stdio: ['ignore', 'ignore', 'pipe', ...(ipc ? ['ipc' as const] : [])],
   });
@@ -206,6 +218,11 @@ const load = () =>
     .join(' ');
 
 async function main(): Promise<void> {
+  for (const entry of [ENGRAM, WORKERS_BIN]) {
+    if (!existsSync(entry)) {
+      throw new Error(`${entry} is missing: run \`npm run build\` first (or set SOAK_FROM_SOURCE=1).`);
+    }
+  }
   const base = mkdtempSync(join(tmpdir(), 'engram-soak-'));
   if (process.env.SOAK_ONLY === 'extract') {
     await extractThroughput(base);
@@ -236,6 +253,7 @@ async function main(): Promise<void> {
     ENGRAM_WORKERS_PORT: '0',
     ENGRAM_DASHBOARD: 'false',
     ENGRAM_QUEUES: 'extract,recall',
+    ...(process.env.ENGRAM_MODEL_THREADS ? { ENGRAM_MODEL_THREADS: process.env.ENGRAM_MODEL_THREADS } : {}),
     ENGRAM_LOCK_DURATION_MS: '10000',
     ENGRAM_STALLED_INTERVAL_MS: '5000',
     LOG_LEVEL: 'silent',
@@ -500,6 +518,7 @@ async function extractThroughput(base: string): Promise<void> {
     ANTHROPIC_BASE_URL: model.url,
     ENGRAM_QUEUES: 'extract',
     ENGRAM_CONCURRENCY_EXTRACT: '100',
+    ...(process.env.ENGRAM_MODEL_THREADS ? { ENGRAM_MODEL_THREADS: process.env.ENGRAM_MODEL_THREADS } : {}),
     ENGRAM_WORKERS_PORT: '0',
     ENGRAM_DASHBOARD: 'false',
     LOG_LEVEL: 'silent',
@@ -517,15 +536,32 @@ async function extractThroughput(base: string): Promise<void> {
     namespace: 'soakx',
   });
   const producer = new JobProducer(engine);
+  const queue = producer.queue('extract');
+  // Completions are counted from the queue's event stream: the queue keeps only the newest 1,000 completed
+  // jobs (removeOnComplete), so a count of kept jobs never reaches a larger SOAK_EXTRACT_JOBS.
+  const events = new QueueEvents(queue.name, {
+    connection: { url: redis.url },
+    ...(queue.opts.prefix ? { prefix: queue.opts.prefix } : {}),
+  });
+  await events.waitUntilReady();
+  let completed = 0;
+  let failedJobs = 0;
+  let lastCompletedAt = 0;
+  events.on('completed', (_args, id) => {
+    completed++;
+    lastCompletedAt = Math.max(lastCompletedAt, Number(String(id).split('-')[0]));
+  });
+  events.on('failed', () => {
+    failedJobs++;
+  });
   await Promise.all(prepared.map((p) => producer.enqueue('extract', p)));
   // Jobs wait until the worker is up; time from the first fork request to the last job's completion.
-  const queue = producer.queue('extract');
   const meter = new CpuMeter();
   meter.add('worker', worker.pid);
   meter.add('model', model.child.pid);
   meter.add('redis', await redisInfo(redis.url, 'server', 'process_id'));
   let metering = false;
-  while (((await queue.getJobCounts('completed')).completed ?? 0) < EXTRACT_JOBS) {
+  while (completed + failedJobs < EXTRACT_JOBS) {
     if (!metering && (await model.stats()).forkRequests > 0) {
       meter.start();
       metering = true;
@@ -533,10 +569,12 @@ async function extractThroughput(base: string): Promise<void> {
     await sleep(50);
   }
   const cpu = meter.stop();
+  await events.close();
+  if (failedJobs > 0) console.log(`  ${failedJobs} extract jobs FAILED`);
   const { firstForkAt: first } = await model.stats();
+  // Job times from the jobs the queue kept (the newest 1,000 completed).
   const jobs = await queue.getJobs(['completed'], 0, EXTRACT_JOBS);
-  const last = Math.max(...jobs.map((j) => j.finishedOn ?? 0));
-  const seconds = (last - first) / 1000;
+  const seconds = (lastCompletedAt - first) / 1000;
   const rate = EXTRACT_JOBS / seconds;
   const ideal = 100 / (EXTRACT_MODEL_MS / 1000);
   console.log(
