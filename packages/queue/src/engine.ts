@@ -145,8 +145,9 @@ export function createQueueEngine(options: QueueEngineOptions): QueueEngine {
 function withOwnConnection<T extends { close(): Promise<void> }>(
   config: Extract<QueueBackendConfig, { kind: 'redis' }>,
   make: (connection: ConnectionOptions) => T,
+  profileName: QueueEngineOptions['profile'] = 'worker',
 ): T {
-  const profile = redisConnectionOptions('worker');
+  const profile = redisConnectionOptions(profileName);
   if (!isCluster(config)) return make(bullmqConnectionOptions(config, profile) as ConnectionOptions);
   const client = createRedisClient(config, profile);
   client.on('error', () => {});
@@ -168,29 +169,29 @@ function createRedisEngine(
 ): QueueEngine {
   const namespace = topologyNamespace(config, options.namespace ?? DEFAULT_NAMESPACE);
   const base = redisConnectionOptions(options.profile);
-  let queueConnection: ConnectionOptions | undefined;
-  let state: RedisStateStore;
-  if (options.profile === 'producer') {
-    // Producers share one auto-pipelined connection between the state store and their queues, so an
-    // enqueue's bookkeeping and its add leave in one write: one round trip on the agent's hot path.
-    const client = createRedisClient(config, { ...base, enableAutoPipelining: true });
-    state = new RedisStateStore(client, namespace);
-    queueConnection = client as unknown as ConnectionOptions;
-  } else {
-    state = new RedisStateStore(createRedisClient(config, base), namespace);
-  }
+  // Producers (the agent) auto-pipeline the state store's commands: an enqueue's bookkeeping and the other
+  // records of a turn batch into few writes. Their queues get connections of their own: a queue loads BullMQ's
+  // ~50 Lua commands onto its connection, and ioredis copies every command of a connection onto each pipeline
+  // it builds — on a shared auto-pipelined connection that copy ran for every batch, ~4% of a replica's CPU
+  // (BENCHMARKS.md, hosted soak). The bookkeeping and the add still go out concurrently (JobProducer.enqueue).
+  const state = new RedisStateStore(
+    createRedisClient(
+      config,
+      options.profile === 'producer' ? { ...base, enableAutoPipelining: true } : base,
+    ),
+    namespace,
+  );
   return {
     config,
     profile: options.profile,
     namespace,
     state,
     createQueue: (name, queueOptions) =>
-      queueConnection
-        ? new Queue(name, { ...queueOptions, connection: queueConnection, prefix: namespace })
-        : withOwnConnection(
-            config,
-            (connection) => new Queue(name, { ...queueOptions, connection, prefix: namespace }),
-          ),
+      withOwnConnection(
+        config,
+        (connection) => new Queue(name, { ...queueOptions, connection, prefix: namespace }),
+        options.profile,
+      ),
     createWorker: (name, processor, workerOptions) =>
       // Workers always use the worker profile: their blocking connection must wait out outages.
       withOwnConnection(
