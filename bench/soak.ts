@@ -39,7 +39,7 @@ const WORKERS = Number(process.env.SOAK_WORKERS ?? 2);
 const SESSIONS = Number(process.env.SOAK_SESSIONS ?? 200);
 const THINK_MS = Number(process.env.SOAK_THINK_MS ?? 10_000);
 const CLOSED_SECONDS = Number(process.env.SOAK_CLOSED_SECONDS ?? 10);
-const EXTRACT_JOBS = Number(process.env.SOAK_EXTRACT_JOBS ?? 600);
+const EXTRACT_JOBS = Number(process.env.SOAK_EXTRACT_JOBS ?? 2000);
 const MODEL_MS = 300;
 const EXTRACT_MODEL_MS = 500;
 const SMALL_MODEL = 'soak-small-model';
@@ -468,7 +468,7 @@ async function main(): Promise<void> {
   );
   console.log(`  ${describeCpu(closedCpu, closed.ok, closedSeconds)}`);
   console.log(
-    `extract jobs: completed ${extractCounts.completed}, failed ${extractCounts.failed}, left ${JSON.stringify(counts)}; fork writes ${modelStats.factWrites}`,
+    `extract jobs: completed ${extractCounts.completed}${(extractCounts.completed ?? 0) >= 1000 ? ' (kept: the queue keeps the newest 1,000)' : ''}, failed ${extractCounts.failed}, left ${JSON.stringify(counts)}; fork writes ${modelStats.factWrites}`,
   );
   console.log(
     `memories expected ${expected}, present ${present}, doubled ${doubled}; orphan index pointers ${orphans}; temp files ${temps}`,

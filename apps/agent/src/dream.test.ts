@@ -114,6 +114,13 @@ describe('the dream gate at turn end', () => {
       minSessions: 2,
     });
     expect([...job!.data.sessionIds].sort()).toEqual(['aaaa1111', 'bbbb2222']);
+    // The file's worker service runs that dream: let it finish here, so its fork's model call cannot land in
+    // the next test and take a reply scripted there (a fork's first call may wait for its model thread).
+    const deadline = Date.now() + 30_000;
+    while (!['completed', 'failed'].includes(await job!.getState()) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(await job!.getState()).toBe('completed');
   });
 });
 
