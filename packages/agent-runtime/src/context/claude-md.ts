@@ -1,4 +1,4 @@
-import { promises as fs, constants as fsConstants } from 'node:fs';
+import { promises as fs, constants as fsConstants, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { walk } from '@engram/fs-walk/walk';
 import picomatch from 'picomatch';
@@ -51,6 +51,15 @@ export interface LoadClaudeMdOptions {
  * cannot slip another file in.
  */
 async function readIfFile(path: string, confine?: (real: string) => boolean): Promise<string | undefined> {
+  // Most candidates do not exist: a synchronous stat says so without an exception or a thread-pool hop (a
+  // rejected open per candidate was a measurable share of a served turn). Anything that is not a regular file
+  // (a FIFO, a directory, a dangling link) is refused here as the open path below refuses it.
+  try {
+    const probe = statSync(path, { throwIfNoEntry: false });
+    if (!probe?.isFile()) return undefined;
+  } catch {
+    return undefined;
+  }
   let handle: import('node:fs/promises').FileHandle | undefined;
   try {
     // Non-blocking, so a FIFO planted as CLAUDE.md cannot hang the open (it is then refused: not a file).

@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { promises as fs, type Stats, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 
 // Claude Code stamps every transcript entry with the launch directory's git branch (`gitBranch`;
@@ -9,7 +9,13 @@ export async function readGitBranch(cwd: string): Promise<string | undefined> {
   let dir = resolve(cwd);
   for (;;) {
     const dotGit = join(dir, '.git');
-    const stat = await fs.stat(dotGit).catch(() => undefined);
+    // A synchronous probe that answers "absent" without an exception (the usual answer on the way up).
+    let stat: Stats | undefined;
+    try {
+      stat = statSync(dotGit, { throwIfNoEntry: false });
+    } catch {
+      stat = undefined;
+    }
     if (stat) {
       let gitDir = dotGit;
       if (stat.isFile()) {

@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { promises as fs, lstatSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 
 // Memory is keyed by the canonical git root so every worktree of a repository shares one memory directory.
@@ -8,15 +8,19 @@ import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 // Paths are returned as given, never Unicode-normalised: Claude Code sanitizes them that way
 // (docs/claude-code-format.md, "Paths").
 
-/** Nearest ancestor of `startDir` (inclusive) that contains a `.git` entry (directory or file). */
+/**
+ * Nearest ancestor of `startDir` (inclusive) that contains a `.git` entry (directory or file). Each probe is a
+ * synchronous `lstat` that answers "absent" without an exception: absence is the usual answer on the way up,
+ * and a rejected promise per level (a thread-pool hop and an Error each) was a measurable share of a served
+ * turn (BENCHMARKS.md, hosted soak).
+ */
 export async function findGitRoot(startDir: string): Promise<string | undefined> {
   let dir = resolve(startDir);
   for (;;) {
     try {
-      await fs.lstat(join(dir, '.git'));
-      return dir;
+      if (lstatSync(join(dir, '.git'), { throwIfNoEntry: false })) return dir;
     } catch {
-      // not here (or unreadable): keep walking up
+      // unreadable (EACCES, ENOTDIR): keep walking up, as for an absent entry
     }
     const parent = dirname(dir);
     if (parent === dir) return undefined;
