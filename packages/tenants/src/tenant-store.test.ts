@@ -106,6 +106,30 @@ describe('TenantStore.workspaces', () => {
     await store.revoke('acme');
     expect((await store.workspaces()).map((t) => t.id)).toContain('acme');
   });
+
+  it('authenticates from a settled record cache and sees every change of the record at once', async () => {
+    const { store, ws } = fresh();
+    const { key } = await store.add('acme', ws('acme'));
+    const bravo = await store.add('bravo', ws('bravo'));
+    const record = join(store.root, 'acme', 'tenant.json');
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(record, old, old);
+    expect((await store.authenticate(`Bearer ${key}`))?.id).toBe('acme');
+    expect((await store.authenticate(`Bearer ${key}`))?.id).toBe('acme');
+    // An edit in place (same inode) that swaps in another key's hash: the cached record is not served.
+    const bravoHash = JSON.parse(readFileSync(join(store.root, 'bravo', 'tenant.json'), 'utf8')).keyHash;
+    const raw = readFileSync(record, 'utf8');
+    writeFileSync(record, raw.replace(/"keyHash": "[0-9a-f]+"/, `"keyHash": "${bravoHash}"`));
+    utimesSync(record, old, old);
+    expect(await store.authenticate(`Bearer ${key}`)).toBeNull();
+    writeFileSync(record, raw);
+    utimesSync(record, old, old);
+    expect((await store.authenticate(`Bearer ${key}`))?.id).toBe('acme');
+    // `tenants revoke` from another process replaces the file: the next request is refused.
+    await new TenantStore(join(store.root, '..')).revoke('acme');
+    expect(await store.authenticate(`Bearer ${key}`)).toBeNull();
+    expect((await store.authenticate(`Bearer ${bravo.key}`))?.id).toBe('bravo');
+  });
 });
 
 describe('TenantStore.teamSyncKey', () => {

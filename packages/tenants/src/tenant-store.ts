@@ -120,6 +120,8 @@ export class TenantStore {
   readonly root: string;
 
   private workspaceCache: { stamp: string; workspaces: readonly TenantWorkspace[] } | undefined;
+  /** Parsed tenant records for `authenticateKey`, each valid while its file's stat is unchanged. */
+  private readonly recordCache = new Map<string, { stamp: string; record: TenantRecord }>();
 
   constructor(engramHome: string) {
     this.root = tenantsRoot(engramHome);
@@ -152,6 +154,31 @@ export class TenantStore {
     const parsed = tenantRecord.safeParse(JSON.parse(raw));
     if (!parsed.success) throw new Error(`${this.recordPath(id)} is not a valid tenant record`);
     return parsed.data;
+  }
+
+  /**
+   * `read` for every authenticated request: one `stat` of the record once warm. The parsed record is kept while
+   * the file's identity and times are unchanged and settled (SETTLE_MS); `revoke` and `add` replace the file
+   * (a new inode), so a revocation is seen by the next request on every replica.
+   */
+  private async readCached(id: string): Promise<TenantRecord | undefined> {
+    if (!TENANT_ID_PATTERN.test(id)) return undefined;
+    const st = await fs.stat(this.recordPath(id), { bigint: true }).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return undefined;
+      throw error;
+    });
+    if (!st) {
+      this.recordCache.delete(id);
+      return undefined;
+    }
+    const stamp = `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+    const cached = this.recordCache.get(id);
+    if (cached?.stamp === stamp) return cached.record;
+    const record = await this.read(id);
+    const settled = Date.now() - Number(st.mtimeMs) > SETTLE_MS;
+    if (record && settled) this.recordCache.set(id, { stamp, record });
+    else this.recordCache.delete(id);
+    return record;
   }
 
   /**
@@ -249,7 +276,7 @@ export class TenantStore {
    * other. One `stat` of the tenants root per call once warm: the listing (one record read per tenant) is
    * cached and taken again when the root changes — `tenants add` creates a directory in it, so a tenant
    * added by the CLI while `engram serve` runs is hidden from the next turn on. Workspaces never change
-   * after `add`, and revocation is enforced by `authenticate` (which reads the record every time).
+   * after `add`, and revocation is enforced by `authenticate` (which checks the record's stat every time).
    */
   async workspaces(): Promise<readonly TenantWorkspace[]> {
     const st = await fs.stat(this.root, { bigint: true }).catch(() => undefined);
@@ -321,7 +348,7 @@ export class TenantStore {
     if (options.teamSync && key.startsWith('egt.')) return this.authenticateTeamSyncKey(key);
     const match = KEY_PATTERN.exec(key);
     if (!match) return null;
-    const record = await this.read(match[1]!).catch(() => undefined);
+    const record = await this.readCached(match[1]!).catch(() => undefined);
     if (!record || record.revokedAt) return null;
     const given = Buffer.from(hashSecret(match[2]!), 'hex');
     const stored = Buffer.from(record.keyHash, 'hex');

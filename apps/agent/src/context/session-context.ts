@@ -35,8 +35,11 @@ export interface BuildContextOptions {
   /** Served turns: the tenant's workspace root, the bound of CLAUDE.md discovery (LoadClaudeMdOptions). */
   workspaceRoot?: string | undefined;
   memoryEnabled: boolean;
-  /** The caller uses a saved user context (a resumed session's snapshot): MEMORY.md files are not read. */
-  skipMemoryIndex?: boolean;
+  /**
+   * The caller uses a saved system prompt and user context (a resumed session's snapshot): only the conditional
+   * rules are read; `system` and `userContext` come back empty and no MEMORY.md is read.
+   */
+  rulesOnly?: boolean;
   now?: Date;
 }
 
@@ -61,9 +64,17 @@ export async function buildSessionContext(opts: BuildContextOptions): Promise<Se
     managedPath: opts.managedClaudeMdPath,
     ...(opts.workspaceRoot !== undefined ? { boundary: opts.workspaceRoot } : {}),
   });
+  if (opts.rulesOnly) {
+    return {
+      system: [],
+      userContext: '',
+      conditionalRules: claudeMd.filter((f) => f.paths),
+      indexOverflows: [],
+    };
+  }
   const memoryFiles: MemoryContextFile[] = [];
   const indexOverflows: SessionContext['indexOverflows'] = [];
-  if (opts.memoryEnabled && !opts.skipMemoryIndex) {
+  if (opts.memoryEnabled) {
     for (const [path, kind] of [
       [paths.memoryIndexPath, 'auto'],
       [paths.teamIndexPath, 'team'],

@@ -385,15 +385,16 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     const streaming = (c.req.header('accept') ?? '').includes('text/event-stream');
 
     const turn = (async (): Promise<TurnResult> => {
+      // The cost record is written alongside the lease release (neither needs the other), not before `done`.
+      let costRecorded: Promise<unknown> = Promise.resolve();
       try {
-        const session = await AgentSession.open(deps(tenant), {
-          cwd,
-          sessionId: record.id,
-          tenant: tenant.id,
-        });
+        const [session, workspaces] = await Promise.all([
+          AgentSession.open(deps(tenant), { cwd, sessionId: record.id, tenant: tenant.id }),
+          tenants.workspaces(),
+        ]);
         emit({ event: 'turn.started', data: { sessionId: record.id, resumed: session.resumed } });
         const allowedTools = effectiveTools(tenant.allowedTools, body.allowedTools);
-        const others = (await tenants.workspaces()).filter((t) => t.id !== tenant.id).map((t) => t.workspace);
+        const others = workspaces.filter((t) => t.id !== tenant.id).map((t) => t.workspace);
         const served = await sandboxServedBash({
           tenant,
           allowedTools,
@@ -422,7 +423,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
         tenantTokens.inc({ tenant: tenant.id, type: 'output' }, usage.outputTokens);
         tenantTokens.inc({ tenant: tenant.id, type: 'cache_read' }, usage.cacheReadInputTokens);
         tenantTokens.inc({ tenant: tenant.id, type: 'cache_write' }, usage.cacheCreationInputTokens);
-        await recordCost(stateStore(), tenant.id, 'turn', {
+        costRecorded = recordCost(stateStore(), tenant.id, 'turn', {
           inputTokens: usage.inputTokens,
           outputTokens: usage.outputTokens,
           cacheReadInputTokens: usage.cacheReadInputTokens,
@@ -453,7 +454,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
         metrics.turns.inc({ outcome: 'error' });
         throw error;
       } finally {
-        await lease.release();
+        await Promise.all([costRecorded, lease.release()]);
       }
     })();
     running.set(turn, controller);

@@ -178,23 +178,30 @@ export class AgentSession {
         )
       : undefined;
     const snapshot = saved && saved.model === deps.config.model ? saved : undefined;
-    // Taken before the index loads: a change recorded after this is not in what the session starts with.
-    const projectMarks = deps.memory
-      ? await AgentSession.projectChangeMarksFor(deps.memory, { sessionId, paths, tenant: opts.tenant })
-      : undefined;
-    const context = await buildSessionContext({
+    // With a snapshot, its system prompt and user context (the memory index it started with) are what the session
+    // sends: only the conditional rules are read again (a served session is reopened for every turn).
+    const fromSnapshot = snapshot?.userContext !== undefined;
+    // Taken before the index loads: a change recorded after this is not in what the session starts with. No index
+    // is read from a snapshot, so then the two run at once (as does the branch read).
+    const marks = deps.memory
+      ? AgentSession.projectChangeMarksFor(deps.memory, { sessionId, paths, tenant: opts.tenant })
+      : Promise.resolve(undefined);
+    const contextOpts = {
       paths,
       homeDir: deps.config.homeDir,
       managedClaudeMdPath: deps.config.managedClaudeMdPath,
       workspaceRoot: deps.config.workspaceRoot,
       memoryEnabled: deps.memory !== undefined,
-      // The snapshot's user context already holds the memory index it started with: not read again (a served
-      // session is reopened for every turn).
-      ...(snapshot?.userContext !== undefined ? { skipMemoryIndex: true } : {}),
-    });
+      ...(fromSnapshot ? { rulesOnly: true } : {}),
+    };
+    const [projectMarks, context, gitBranch] = await Promise.all([
+      marks,
+      fromSnapshot ? buildSessionContext(contextOpts) : marks.then(() => buildSessionContext(contextOpts)),
+      readGitBranch(paths.cwd),
+    ]);
     const session = new AgentSession(deps, sessionId, paths, store, context, resumed, opts.tenant);
     session.projectMarks = projectMarks;
-    session.gitBranch = await readGitBranch(paths.cwd);
+    session.gitBranch = gitBranch;
     session.teamSync = teamSync;
     const teamLine = teamSync && describeTeamSync(teamSync);
     if (teamLine) session.notices.push(teamLine);
@@ -426,14 +433,17 @@ export class AgentSession {
         // This turn's entries: from its prompt (or the prompt's copy, if a reactive compaction re-emitted it).
         const start = after.findIndex((e) => e.uuid === user.uuid || e.compactedFromUuid === user.uuid);
         const turnEntries = start >= 0 ? after.slice(start) : result.newMessages;
-        extract = await this.deps.memory.afterTurn(this, turnEntries, leaf);
-        await this.deps.teamSync?.afterTurn(this.paths, turnEntries, this.sessionId, this.tenant);
-        dream = await maybeEnqueueDream(
-          this.deps.memory,
-          this,
-          leaf.leafUuid,
-          this.deps.dream ?? DEFAULT_DREAM_THRESHOLDS,
-        );
+        // Three independent hand-overs (each its own queue, none reads what another writes): at once.
+        [extract, , dream] = await Promise.all([
+          this.deps.memory.afterTurn(this, turnEntries, leaf),
+          this.deps.teamSync?.afterTurn(this.paths, turnEntries, this.sessionId, this.tenant),
+          maybeEnqueueDream(
+            this.deps.memory,
+            this,
+            leaf.leafUuid,
+            this.deps.dream ?? DEFAULT_DREAM_THRESHOLDS,
+          ),
+        ]);
       } else {
         extract = { status: 'skipped', reason: `the turn ended by ${result.endReason}` };
         dream = extract;
