@@ -38,6 +38,7 @@ const envSchema = sharedEnvSchema.extend({
   ENGRAM_RECONCILE_QUIET_MS: z.coerce.number().int().min(0).default(30_000),
   ENGRAM_MODEL_MAX_RETRIES: z.coerce.number().int().min(0).max(2).default(1),
   ENGRAM_MODEL_THREADS: z.coerce.number().int().min(0).max(16).default(1),
+  ENGRAM_WORKERS_NICE: z.coerce.number().int().min(0).max(19).default(10),
   ENGRAM_DASHBOARD: boolFlag.default(true),
   ENGRAM_DASHBOARD_READONLY: boolFlag.default(true),
   ENGRAM_DASHBOARD_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -65,6 +66,8 @@ export interface WorkersConfig {
   concurrency: Partial<Record<JobKind, number>>;
   lockDurationMs: number | undefined;
   stalledIntervalMs: number | undefined;
+  /** Niceness a dedicated worker process takes at start (0: unchanged). */
+  nice: number;
   /** Consolidation lock and project-writer lease TTL for dreams (default: the dream job lock duration). */
   dreamLockTtlMs: number | undefined;
   /** Share of memories a dream may delete without folding their content elsewhere (default 0.5). */
@@ -157,6 +160,7 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
       'team-sync': e.ENGRAM_CONCURRENCY_TEAM_SYNC,
     },
     lockDurationMs: e.ENGRAM_LOCK_DURATION_MS,
+    nice: e.ENGRAM_WORKERS_NICE,
     stalledIntervalMs: e.ENGRAM_STALLED_INTERVAL_MS,
     dreamLockTtlMs: e.ENGRAM_DREAM_LOCK_TTL_MS,
     dreamMaxDeletedShare: e.ENGRAM_DREAM_MAX_DELETED_SHARE,

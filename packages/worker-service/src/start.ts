@@ -1,3 +1,4 @@
+import { getPriority, setPriority } from 'node:os';
 import type { WorkersConfig } from './config.js';
 import { createHandlers } from './handlers.js';
 import { createLogger, type Logger } from './logger.js';
@@ -10,6 +11,26 @@ import { startWorkerService, type WorkerService } from './service.js';
 export function startWorkers(
   config: WorkersConfig,
   logger: Logger = createLogger(config.logLevel),
+  opts: { ownProcess?: boolean } = {},
 ): Promise<WorkerService> {
+  if (opts.ownProcess) lowerPriority(config.nice, logger);
   return startWorkerService({ config, logger, handlers: createHandlers });
+}
+
+/**
+ * A process that runs only memory work yields the CPU to the foreground on a shared host (`ENGRAM_WORKERS_NICE`,
+ * default 10): memory jobs wait seconds on the model anyway, a user's turn should not wait for them. Only
+ * contention is affected: alone on its machine the process runs as fast as at nice 0. Called before the first
+ * thread is created, so the model thread and the I/O pool inherit it (Linux niceness is per thread). Not for
+ * `engram dev`, whose workers share the foreground's process.
+ */
+function lowerPriority(nice: number, logger: Logger): void {
+  if (nice === 0) return;
+  try {
+    const current = getPriority(0);
+    if (current < nice) setPriority(0, nice);
+    logger.info({ nice: getPriority(0) }, 'process priority');
+  } catch (error) {
+    logger.warn({ err: (error as Error).message, nice }, 'could not lower the process priority');
+  }
 }

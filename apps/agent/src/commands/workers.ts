@@ -20,7 +20,7 @@ export function waitForSignal(): Promise<string> {
 
 export async function workersCommand(io: Output): Promise<number> {
   const config = loadWorkersConfig();
-  const service = await startWorkers(config);
+  const service = await startWorkers(config, undefined, { ownProcess: true });
   io.err(
     `engram workers: consuming ${[...service.workers.keys()].join(', ')}` +
       (service.http

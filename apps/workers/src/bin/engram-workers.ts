@@ -17,7 +17,7 @@ async function main(): Promise<void> {
     throw error;
   }
   const logger = createLogger(config.logLevel);
-  const service = await startWorkers(config, logger);
+  const service = await startWorkers(config, logger, { ownProcess: true });
   logger.info({ queues: [...service.workers.keys()] }, 'engram workers running');
   const shutdown = (signal: string) => {
     service.stop(signal).then(

@@ -1,4 +1,4 @@
-import { existsSync, promises as fs, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, promises as fs, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
@@ -124,6 +124,17 @@ describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
       hanging: () => secondTurns === 1,
     });
     expect(existsSync(join(fg.paths.memoryDir, 'feedback_pnpm.md'))).toBe(true);
+    // A dedicated worker process yields the CPU to the foreground (ENGRAM_WORKERS_NICE, default 10); its
+    // model thread, started by the fork, inherited that (niceness is per thread on Linux).
+    const niceOf = (path: string) =>
+      Number(
+        readFileSync(path, 'utf8')
+          .replace(/^.*\) /s, '')
+          .split(' ')[16],
+      );
+    expect(niceOf(`/proc/${a.pid}/stat`)).toBe(10);
+    const threads = readdirSync(`/proc/${a.pid}/task`).map((t) => niceOf(`/proc/${a.pid}/task/${t}/stat`));
+    expect(threads.filter((n) => n === 10).length).toBeGreaterThanOrEqual(2);
 
     spawnWorker(env);
     await killWorker(a);
