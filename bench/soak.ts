@@ -14,7 +14,7 @@
 // of every process group (replicas, workers, Redis, model server, driver) are read from /proc for both phases.
 // Last phase: extract jobs/s in ONE worker process at concurrency 100 with a 500 ms model (target ≥ 80% of
 // 100 / 0.5 s = 160 jobs/s), the model server again in its own process.
-// Run: npm run bench:soak -w @engram/bench   (SOAK_SECONDS, SOAK_REPLICAS, SOAK_WORKERS, SOAK_SESSIONS,
+// Run: npm run build && npm run bench:soak -w @engram/bench   (SOAK_FROM_SOURCE=1: no build, sources via tsx; SOAK_SECONDS, SOAK_REPLICAS, SOAK_WORKERS, SOAK_SESSIONS,
 //      SOAK_THINK_MS, SOAK_CLOSED_SECONDS, SOAK_EXTRACT_JOBS override the defaults; SOAK_CPU_PROF_DIR writes a
 //      CPU profile of every child that exits cleanly; SOAK_ONLY=extract runs the last phase alone)
 
