@@ -70,17 +70,22 @@ function buildDir(count = FILES): { dir: string; files: string[] } {
   return { dir, files };
 }
 
-/** readdir (with types) of the directory tree + stat of every file: what choosing the newest 200 needs. */
-function readdirStatFloor(dir: string): void {
+/** readdir (with types) of the directory tree, `onFile` for every non-directory entry. */
+function walkTree(dir: string, onFile: (path: string, name: string) => void): void {
   const pending = [dir];
   while (pending.length > 0) {
     const current = pending.pop() as string;
     for (const entry of readdirSync(current, { withFileTypes: true })) {
       const path = `${current}/${entry.name}`;
       if (entry.isDirectory()) pending.push(path);
-      else statSync(path);
+      else onFile(path, entry.name);
     }
   }
+}
+
+/** readdir (with types) of the directory tree + stat of every file: what choosing the newest 200 needs. */
+function readdirStatFloor(dir: string): void {
+  walkTree(dir, (path) => statSync(path));
 }
 
 const headBuffer = Buffer.alloc(4096);
@@ -94,20 +99,13 @@ function rawHeadReads(files: string[]): void {
 
 /** The I/O floor of an uncached scan: readdir of the tree + open, fstat, read 4 KiB, close per file. */
 function ioFloor(dir: string): void {
-  const pending = [dir];
-  while (pending.length > 0) {
-    const current = pending.pop() as string;
-    for (const entry of readdirSync(current, { withFileTypes: true })) {
-      const path = `${current}/${entry.name}`;
-      if (entry.isDirectory()) pending.push(path);
-      else if (entry.name.endsWith('.md') && entry.name !== 'MEMORY.md') {
-        const fd = openSync(path, 'r');
-        fstatSync(fd);
-        readSync(fd, headBuffer, 0, 4096, 0);
-        closeSync(fd);
-      }
-    }
-  }
+  walkTree(dir, (path, name) => {
+    if (!name.endsWith('.md') || name === 'MEMORY.md') return;
+    const fd = openSync(path, 'r');
+    fstatSync(fd);
+    readSync(fd, headBuffer, 0, 4096, 0);
+    closeSync(fd);
+  });
 }
 
 async function timeOnce(fn: () => unknown): Promise<number> {

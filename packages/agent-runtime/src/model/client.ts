@@ -2,7 +2,7 @@ import type Anthropic from '@anthropic-ai/sdk';
 import type { z } from 'zod';
 import { ModelError, toModelError } from './errors.js';
 import { threadedTransport } from './threaded-transport.js';
-import { createSdk, inlineTransport, type ModelTransport } from './transport.js';
+import { createSdk, inlineTransport, type ModelTransport, type SdkOptions } from './transport.js';
 import type {
   ApiMessage,
   ApiUsage,
@@ -63,12 +63,7 @@ export interface ModelClient {
   close?(): Promise<void>;
 }
 
-export interface ModelClientOptions {
-  apiKey?: string;
-  baseURL?: string;
-  /** SDK-level retries for 408/409/429/5xx/connection errors. Workers use 0–1 and let BullMQ retry. */
-  maxRetries?: number;
-  timeoutMs?: number;
+export interface ModelClientOptions extends SdkOptions {
   /**
    * Model threads: 0 (the default) calls the SDK in the calling thread; N > 0 runs the SDK's requests in N
    * worker threads (threaded-transport.ts), for processes that keep many LLM-bound calls in flight.
@@ -206,14 +201,8 @@ function toResponse(message: Anthropic.Message): ModelResponse {
 }
 
 export function createModelClient(opts: ModelClientOptions = {}): ModelClient {
-  const sdkOptions = {
-    ...(opts.apiKey !== undefined ? { apiKey: opts.apiKey } : {}),
-    ...(opts.baseURL !== undefined ? { baseURL: opts.baseURL } : {}),
-    maxRetries: opts.maxRetries ?? 2,
-    ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
-  };
-  const threaded =
-    (opts.threads ?? 0) > 0 ? threadedTransport({ ...sdkOptions, threads: opts.threads ?? 1 }) : undefined;
+  const { threads = 0, ...sdkOptions } = opts;
+  const threaded = threads > 0 ? threadedTransport({ ...sdkOptions, threads }) : undefined;
   const transport: ModelTransport = threaded ?? inlineTransport(createSdk(sdkOptions));
   return {
     async send(request, sendOpts = {}) {

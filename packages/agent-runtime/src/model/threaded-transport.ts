@@ -64,13 +64,8 @@ function startWorker(data: SdkOptions): Worker {
 }
 
 export function threadedTransport(opts: SdkOptions & { threads: number }): ThreadedTransport {
-  const size = Math.max(1, Math.floor(opts.threads));
-  const data: SdkOptions = {
-    ...(opts.apiKey !== undefined ? { apiKey: opts.apiKey } : {}),
-    ...(opts.baseURL !== undefined ? { baseURL: opts.baseURL } : {}),
-    ...(opts.maxRetries !== undefined ? { maxRetries: opts.maxRetries } : {}),
-    ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
-  };
+  const { threads: count, ...data } = opts;
+  const size = Math.max(1, Math.floor(count));
   const threads: ModelThread[] = [];
   let nextId = 1;
   let closed = false;

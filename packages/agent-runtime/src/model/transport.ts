@@ -24,6 +24,7 @@ export interface ModelTransport {
 export interface SdkOptions {
   apiKey?: string;
   baseURL?: string;
+  /** SDK-level retries for 408/409/429/5xx/connection errors (default 2). Workers use 0–1 and let BullMQ retry. */
   maxRetries?: number;
   timeoutMs?: number;
 }
