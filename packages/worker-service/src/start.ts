@@ -20,8 +20,9 @@ export function startWorkers(
 /**
  * A process that runs only memory work yields the CPU to the foreground on a shared host (`ENGRAM_WORKERS_NICE`,
  * default 10): memory jobs wait seconds on the model anyway, a user's turn should not wait for them. Only
- * contention is affected: alone on its machine the process runs as fast as at nice 0. Called before the first
- * thread is created, so the model thread and the I/O pool inherit it (Linux niceness is per thread). Not for
+ * contention is affected: alone on its machine the process runs as fast as at nice 0. Called before the service
+ * starts, so threads created after it (the model thread among them) inherit it (Linux niceness is per thread;
+ * threads Node started earlier keep theirs). Not for
  * `engram dev`, whose workers share the foreground's process.
  */
 function lowerPriority(nice: number, logger: Logger): void {

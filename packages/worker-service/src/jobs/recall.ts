@@ -41,6 +41,7 @@ export function createRecallModelClient(config: WorkersConfig): ModelClient {
     maxRetries: 0,
     // In this thread: a selector call is small and has a deadline (2 s), and a model thread's start (~0.3 s,
     // lazily on the first call) would eat into the first one's. Forks, which wait seconds, use the threads.
+    threads: 0,
   });
 }
 
