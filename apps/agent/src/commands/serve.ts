@@ -1,5 +1,9 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { type EmbeddedPostgres, startEmbeddedPostgres } from '@engram/queue/embedded-postgres';
+import { createMemoryStoresHandler } from '@engram/team-memory/memory-stores/api';
+import { MemoryStoresRepo } from '@engram/team-memory/memory-stores/repo';
 import { openTeamMemoryService } from '@engram/team-memory/server/service';
 import { serve } from '@hono/node-server';
 import { z } from 'zod';
@@ -48,16 +52,22 @@ export async function startServer(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<RunningServer> {
   const settings = serveEnv.parse(env);
-  // Team memory sync (docs/team-memory.md) is served next to /v1 on the same tenants and keys when its
-  // PostgreSQL store is configured: each tenant is its own organisation.
-  const team = config.teamMemoryDatabaseUrl
-    ? await openTeamMemoryService({
-        databaseUrl: config.teamMemoryDatabaseUrl,
-        ...(settings.ENGRAM_TEAM_MEMORY_SCHEMA ? { schema: settings.ENGRAM_TEAM_MEMORY_SCHEMA } : {}),
-      })
-    : undefined;
+  // Team memory sync (docs/team-memory.md) and the Memory Stores API (docs/memory-stores.md) are served next to
+  // /v1 on the same tenants and keys, each tenant its own organisation. Without a configured database, one
+  // embedded PostgreSQL under ENGRAM_HOME holds both, so the routes are always there (one replica only: replicas
+  // sharing a home must set ENGRAM_TEAM_MEMORY_DATABASE_URL).
+  let embedded: EmbeddedPostgres | undefined;
+  let databaseUrl = config.teamMemoryDatabaseUrl;
+  if (!databaseUrl) {
+    embedded = await startEmbeddedPostgres({ dataDir: join(config.engramHome, 'team-memory', 'postgres') });
+    databaseUrl = embedded.url;
+  }
+  const schemaOpt = settings.ENGRAM_TEAM_MEMORY_SCHEMA ? { schema: settings.ENGRAM_TEAM_MEMORY_SCHEMA } : {};
+  const team = await openTeamMemoryService({ databaseUrl, ...schemaOpt });
+  const storesRepo = await MemoryStoresRepo.open({ connectionString: databaseUrl, ...schemaOpt });
+  const memoryStores = createMemoryStoresHandler(storesRepo);
   // The team routes also accept a tenant's team sync credential: what the workers sync its team/ with.
-  const teamRoutes = ((team?.routes ?? []) as readonly ExtraRoute[]).map((r) => ({
+  const teamRoutes = ((team.routes) as readonly ExtraRoute[]).map((r) => ({
     ...r,
     acceptsTeamSyncKey: true,
   }));
@@ -67,6 +77,7 @@ export async function startServer(
     maxBodyBytes: settings.ENGRAM_SERVE_MAX_BODY_BYTES,
     leaseTtlMs: settings.ENGRAM_SESSION_LEASE_TTL_MS,
     ...(routes.length > 0 ? { routes } : {}),
+    memoryStores,
   });
   // Connect to the queue engine before taking traffic (it holds the session leases).
   await hosted.ready();
@@ -88,7 +99,9 @@ export async function startServer(
         server.closeIdleConnections?.();
         await closed;
         await hosted.close();
-        await team?.close();
+        await team.close();
+        await storesRepo.close();
+        await embedded?.stop();
         return outcome;
       })();
       return stopping;
