@@ -67,7 +67,7 @@ export async function startServer(
   const storesRepo = await MemoryStoresRepo.open({ connectionString: databaseUrl, ...schemaOpt });
   const memoryStores = createMemoryStoresHandler(storesRepo);
   // The team routes also accept a tenant's team sync credential: what the workers sync its team/ with.
-  const teamRoutes = ((team.routes) as readonly ExtraRoute[]).map((r) => ({
+  const teamRoutes = (team.routes as readonly ExtraRoute[]).map((r) => ({
     ...r,
     acceptsTeamSyncKey: true,
   }));

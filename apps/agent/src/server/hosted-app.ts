@@ -70,7 +70,10 @@ export interface HostedAppOptions {
    * The Memory Stores API (`/v1/memory_stores…`, packages/team-memory/src/memory-stores): a web handler given
    * the tenant the SDK's `x-api-key` or `Authorization: Bearer` key authenticated as. Errors in Anthropic's shape.
    */
-  memoryStores?: (req: Request, ctx: { tenant: string; actor: { type: 'api_actor'; api_key_id: string } }) => Promise<Response>;
+  memoryStores?: (
+    req: Request,
+    ctx: { tenant: string; actor: { type: 'api_actor'; api_key_id: string } },
+  ) => Promise<Response>;
   /** Session lease TTL (default 30 s): how long a dead replica blocks its session. */
   leaseTtlMs?: number;
   /** Longest a request may ask to wait for a busy session (default 300 s). */
@@ -289,13 +292,27 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     const serveStores = async (c: Context<Env>) => {
       const apiKey = c.req.header('x-api-key');
       const bearer = c.req.header('authorization');
-      const tenant = bearer ? await tenants.authenticate(bearer) : apiKey ? await tenants.authenticateKey(apiKey) : null;
+      const tenant = bearer
+        ? await tenants.authenticate(bearer)
+        : apiKey
+          ? await tenants.authenticateKey(apiKey)
+          : null;
       if (!tenant)
         return c.json(
-          { type: 'error', error: { type: 'authentication_error', message: 'Send a tenant API key as `x-api-key` or `Authorization: Bearer` (from `engram tenants add`).' } },
+          {
+            type: 'error',
+            error: {
+              type: 'authentication_error',
+              message:
+                'Send a tenant API key as `x-api-key` or `Authorization: Bearer` (from `engram tenants add`).',
+            },
+          },
           401,
         );
-      return memoryStores(c.req.raw, { tenant: tenant.id, actor: { type: 'api_actor', api_key_id: `apikey_${tenant.id}` } });
+      return memoryStores(c.req.raw, {
+        tenant: tenant.id,
+        actor: { type: 'api_actor', api_key_id: `apikey_${tenant.id}` },
+      });
     };
     app.all('/v1/memory_stores', serveStores);
     app.all('/v1/memory_stores/*', serveStores);

@@ -9,9 +9,9 @@ import {
   type Precondition,
   type StoreRow,
   type VersionRow,
+  type View,
   validateContent,
   validateSha,
-  type View,
 } from './repo.js';
 
 // The Memory Stores API (`/v1/memory_stores…`), wire-compatible with @anthropic-ai/sdk's
@@ -75,7 +75,9 @@ function versionJson(v: VersionRow, view: View) {
 }
 
 function itemJson(item: ListItem, view: View) {
-  return item.kind === 'prefix' ? { type: 'memory_prefix' as const, path: item.path } : memoryJson(item.row, view);
+  return item.kind === 'prefix'
+    ? { type: 'memory_prefix' as const, path: item.path }
+    : memoryJson(item.row, view);
 }
 
 const json = (body: unknown, status = 200) =>
@@ -127,10 +129,18 @@ function boolOf(q: URLSearchParams, key: string): boolean {
 async function bodyOf(req: Request): Promise<Record<string, unknown>> {
   const declared = Number(req.headers.get('content-length') ?? '0');
   if (declared > MAX_BODY_BYTES)
-    throw new MemoryStoreApiError(413, 'request_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`);
+    throw new MemoryStoreApiError(
+      413,
+      'request_too_large',
+      `The request body exceeds ${MAX_BODY_BYTES} bytes.`,
+    );
   const buf = Buffer.from(await req.arrayBuffer());
   if (buf.length > MAX_BODY_BYTES)
-    throw new MemoryStoreApiError(413, 'request_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`);
+    throw new MemoryStoreApiError(
+      413,
+      'request_too_large',
+      `The request body exceeds ${MAX_BODY_BYTES} bytes.`,
+    );
   if (buf.length === 0) return {};
   let value: unknown;
   try {
@@ -184,7 +194,10 @@ function preconditionOf(v: unknown, allowNotExists: boolean): Precondition | und
   if (typeof v !== 'object' || Array.isArray(v)) throw invalid('precondition: must be an object.');
   const p = v as Record<string, unknown>;
   if (p.type === 'content_sha256')
-    return { type: 'content_sha256', content_sha256: validateSha(p.content_sha256, 'precondition.content_sha256') };
+    return {
+      type: 'content_sha256',
+      content_sha256: validateSha(p.content_sha256, 'precondition.content_sha256'),
+    };
   // Claude Code creates with `not_exists`: an existing path answers 409 with the conflict fields.
   if (p.type === 'not_exists' && allowNotExists) return { type: 'not_exists' };
   throw invalid(`precondition.type: ${JSON.stringify(p.type)} is not supported.`);
@@ -222,14 +235,18 @@ export function createMemoryStoresHandler(repo: MemoryStoresRepo) {
         const store = await repo.createStore(tenant, {
           name: nameOf(body.name),
           description: body.description === undefined ? '' : descriptionOf(body.description),
-          metadata: (body.metadata === undefined ? {} : metadataOf(body.metadata, false)) as Record<string, string>,
+          metadata: (body.metadata === undefined ? {} : metadataOf(body.metadata, false)) as Record<
+            string,
+            string
+          >,
         });
         return json(storeJson(store));
       }
       if (m === 'GET') {
         const limit = limitOf(q, LIMITS.basicPageMax);
         const after = decodeCursor(q.get('page'));
-        if (after !== undefined && !/^\d+$/.test(after)) throw invalid('page: not a cursor this API returned.');
+        if (after !== undefined && !/^\d+$/.test(after))
+          throw invalid('page: not a cursor this API returned.');
         const rows = await repo.listStores(tenant, {
           limit,
           afterSeq: after,
@@ -255,7 +272,10 @@ export function createMemoryStoresHandler(repo: MemoryStoresRepo) {
         only(body, ['name', 'description', 'metadata']);
         const store = await repo.updateStore(tenant, storeId, {
           ...withDefined('name', body.name == null ? undefined : nameOf(body.name)),
-          ...withDefined('description', body.description == null ? undefined : descriptionOf(body.description)),
+          ...withDefined(
+            'description',
+            body.description == null ? undefined : descriptionOf(body.description),
+          ),
           ...withDefined('metadata', body.metadata == null ? undefined : metadataOf(body.metadata, true)),
         });
         return json(storeJson(store));
@@ -321,7 +341,8 @@ export function createMemoryStoresHandler(repo: MemoryStoresRepo) {
       }
       const memoryId = idOf(rest[2]!, MEMORY_ID, 'memory');
       if (rest.length !== 3) throw notFound(`No route ${url.pathname}.`);
-      if (m === 'GET') return json(memoryJson(await repo.getMemory(tenant, storeId, memoryId), viewOf(q, 'full')));
+      if (m === 'GET')
+        return json(memoryJson(await repo.getMemory(tenant, storeId, memoryId), viewOf(q, 'full')));
       if (m === 'POST') {
         const view = viewOf(q, 'basic');
         const body = await bodyOf(req);
@@ -354,7 +375,8 @@ export function createMemoryStoresHandler(repo: MemoryStoresRepo) {
         const view = viewOf(q, 'basic');
         const limit = limitOf(q, view === 'full' ? LIMITS.fullPageMax : LIMITS.basicPageMax);
         const before = decodeCursor(q.get('page'));
-        if (before !== undefined && !/^\d+$/.test(before)) throw invalid('page: not a cursor this API returned.');
+        if (before !== undefined && !/^\d+$/.test(before))
+          throw invalid('page: not a cursor this API returned.');
         const operation = q.get('operation');
         if (operation !== null && !['created', 'modified', 'deleted'].includes(operation))
           throw invalid('operation: must be created, modified or deleted.');
@@ -421,14 +443,22 @@ export function createMemoryStoresHandler(repo: MemoryStoresRepo) {
     } catch (error) {
       if (error instanceof MemoryStoreApiError) return errorResponse(error);
       return errorResponse(
-        new MemoryStoreApiError(500, 'api_error', `Internal error: ${(error as Error).message ?? String(error)}`),
+        new MemoryStoreApiError(
+          500,
+          'api_error',
+          `Internal error: ${(error as Error).message ?? String(error)}`,
+        ),
       );
     }
   };
 }
 
 function methodNotAllowed(method: string) {
-  return new MemoryStoreApiError(405, 'invalid_request_error', `Method ${method} is not allowed on this route.`);
+  return new MemoryStoreApiError(
+    405,
+    'invalid_request_error',
+    `Method ${method} is not allowed on this route.`,
+  );
 }
 
 function withDefined<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {

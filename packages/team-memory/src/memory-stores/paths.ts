@@ -19,7 +19,9 @@ export function validateMemoryPath(path: unknown, field = 'path'): string {
   if (path.normalize('NFC') !== path) throw invalid(`${field}: must be in Unicode Normalization Form C.`);
   const segments = path.slice(1).split('/');
   if (segments.length > LIMITS.pathSegments)
-    throw invalid(`${field}: ${segments.length} segments exceeds the limit of ${LIMITS.pathSegments} segments.`);
+    throw invalid(
+      `${field}: ${segments.length} segments exceeds the limit of ${LIMITS.pathSegments} segments.`,
+    );
   for (const seg of segments) {
     if (seg === '') throw invalid(`${field}: has an empty segment.`);
     if (seg === '.' || seg === '..') throw invalid(`${field}: a segment cannot be "." or "..".`);

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { quoteIdent } from '../server/migrations.js';
 import { invalid, MemoryStoreApiError, notFound } from './errors.js';
 import { LIMITS } from './limits.js';
-import { ancestorsOf, validateMemoryPath } from './paths.js';
+import { ancestorsOf } from './paths.js';
 
 // The Memory Stores data in PostgreSQL (the team-memory database, its own tables). Every query names the
 // tenant: a store id of another tenant is simply not found. Writes to one store serialise on the store's row
@@ -189,7 +189,10 @@ export class MemoryStoresRepo {
 
   // ── stores ──────────────────────────────────────────────────────────────────────────────────────────
 
-  async createStore(tenant: string, f: { name: string; description: string; metadata: Record<string, string> }) {
+  async createStore(
+    tenant: string,
+    f: { name: string; description: string; metadata: Record<string, string> },
+  ) {
     const { rows } = await this.pool.query<StoreRow>(
       `INSERT INTO ${this.s}.ms_stores (tenant_id, id, name, description, metadata)
        VALUES ($1, $2, $3, $4, $5) RETURNING *`,
@@ -476,7 +479,9 @@ export class MemoryStoresRepo {
   ): Promise<{ items: ListItem[]; more: boolean }> {
     await this.getStore(tenant, storeId);
     const cols =
-      q.view === 'full' ? '*' : 'id, store_id, path, NULL AS content, sha, bytes, version_id, created_at, updated_at';
+      q.view === 'full'
+        ? '*'
+        : 'id, store_id, path, NULL AS content, sha, bytes, version_id, created_at, updated_at';
     const prefixLen = q.pathPrefix.length;
     if (q.depth === 0) {
       const { rows } = await this.pool.query<MemoryRow>(
