@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
+import { SessionMemoryStores } from '@anthropic-ai/sdk/tools/agent-toolset/memories';
 import { TenantStore } from '@engram/tenants/tenant-store';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type RunningServer, startServer } from '../commands/serve.js';
@@ -406,5 +407,39 @@ describe("Claude Code's requests", () => {
       content_sha256: sha('hello'),
     });
     expect(lines.at(-1)).toEqual({ type: 'complete', memory_count: 1 });
+  });
+});
+
+describe("the SDK's SessionMemoryStores folder sync", () => {
+  it('mirrors a store into a folder and back: edits on either side converge, a local delete follows', async () => {
+    const client = sdk(keyA);
+    const store = await client.beta.memoryStores.create({ name: 'mirror' });
+    const put = (path: string, content: string) =>
+      client.beta.memoryStores.memories.create(store.id, { path, content });
+    await put('/a.md', 'A');
+    const b = await put('/dir/b.md', 'B');
+    await put('/gone.md', 'G');
+    const mount = join(base, 'mounts', 'mirror');
+    mkdirSync(join(base, 'mounts'), { recursive: true });
+    const sync = new SessionMemoryStores(client, { workdir: base });
+    // The session object as the SDK reads it: only its memory_store resources matter here.
+    await sync.download({
+      resources: [{ type: 'memory_store', memory_store_id: store.id, mount_path: mount }],
+    } as unknown as Parameters<SessionMemoryStores['download']>[0]);
+    expect(readFileSync(join(mount, 'a.md'), 'utf8')).toBe('A');
+    expect(readFileSync(join(mount, 'dir', 'b.md'), 'utf8')).toBe('B');
+
+    writeFileSync(join(mount, 'a.md'), 'A2');
+    writeFileSync(join(mount, 'new.md'), 'N');
+    unlinkSync(join(mount, 'gone.md'));
+    await client.beta.memoryStores.memories.update(b.id, { memory_store_id: store.id, content: 'B2' });
+    await sync.finish();
+
+    const remote: Record<string, string | null | undefined> = {};
+    for await (const m of client.beta.memoryStores.memories.list(store.id, { view: 'full', limit: 20 }))
+      if (m.type === 'memory') remote[m.path] = m.content;
+    expect(remote).toEqual({ '/a.md': 'A2', '/dir/b.md': 'B2', '/new.md': 'N' });
+    expect(readFileSync(join(mount, 'dir', 'b.md'), 'utf8')).toBe('B2');
+    await sync.dispose?.();
   });
 });
