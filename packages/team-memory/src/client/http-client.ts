@@ -1,4 +1,5 @@
 import {
+  ERROR_CODES,
   errorBodySchema,
   formatEntityTag,
   parseEntityTag,
@@ -14,7 +15,7 @@ import {
 // If-Match), each answering a typed outcome. Transient failures (network, timeout, 5xx, 408, 429) are retried
 // with backoff; everything else is a TeamSyncHttpError whose `permanent` says whether retrying can help.
 
-export type TeamSyncErrorKind = 'auth' | 'timeout' | 'network' | 'parse' | 'http';
+export type TeamSyncErrorKind = 'auth' | 'timeout' | 'network' | 'parse' | 'http' | 'route';
 
 export class TeamSyncHttpError extends Error {
   override readonly name = 'TeamSyncHttpError';
@@ -94,7 +95,7 @@ export class TeamMemoryHttpClient {
       etag ? { 'If-None-Match': formatEntityTag(etag) } : {},
     );
     if (res.status === 304) return { kind: 'not-modified' };
-    if (res.status === 404) return { kind: 'empty' };
+    if (res.status === 404) return this.emptyOrMissingRoute(res);
     const body = await this.expectOk(res);
     const parsed = teamMemoryDataSchema.safeParse(body);
     if (!parsed.success)
@@ -105,7 +106,7 @@ export class TeamMemoryHttpClient {
 
   async fetchHashes(repo: string): Promise<HashesOutcome> {
     const res = await this.send('GET', this.endpoint(repo, VIEW_HASHES), {});
-    if (res.status === 404) return { kind: 'empty' };
+    if (res.status === 404) return this.emptyOrMissingRoute(res);
     const body = await this.expectOk(res);
     const parsed = teamMemoryHashesSchema.safeParse(body);
     if (!parsed.success) {
@@ -121,6 +122,23 @@ export class TeamMemoryHttpClient {
       version: parsed.data.version,
       entryChecksums: parsed.data.entryChecksums,
     };
+  }
+
+  /**
+   * A 404 means "no team memory yet" only when the service says so (`team_memory_not_found`); any other 404 is
+   * a server without the route (not mounted, wrong URL) — an error, so the caller keeps its sync state.
+   */
+  private async emptyOrMissingRoute(res: Response): Promise<{ kind: 'empty' }> {
+    const body = await res.json().catch(() => undefined);
+    const parsed = errorBodySchema.safeParse(body);
+    if (parsed.success && parsed.data.error.details?.error_code === ERROR_CODES.notFound)
+      return { kind: 'empty' };
+    throw new TeamSyncHttpError(
+      'route',
+      `The server at ${this.options.baseUrl} has no team memory route (404 ${TEAM_MEMORY_PATH}); check the URL, or ` +
+        'that the server serves team memory.',
+      404,
+    );
   }
 
   async put(repo: string, entries: Record<string, string>, ifMatch: string | undefined): Promise<PutOutcome> {
