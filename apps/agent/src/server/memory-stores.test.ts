@@ -443,3 +443,38 @@ describe("the SDK's SessionMemoryStores folder sync", () => {
     await sync.dispose?.();
   });
 });
+
+describe('engram serve without ENGRAM_TEAM_MEMORY_DATABASE_URL', () => {
+  it('starts an embedded PostgreSQL and serves the team memory and memory store routes', async () => {
+    const home = join(base, 'home-embedded');
+    const tenants = new TenantStore(home);
+    mkdirSync(join(base, 'we'), { recursive: true });
+    const { key } = await tenants.add('gamma', join(base, 'we'));
+    const env = {
+      PATH: process.env.PATH,
+      HOME: join(base, 'operator-home'),
+      ENGRAM_HOME: home,
+      ENGRAM_NAMESPACE: `ms${randomBytes(4).toString('hex')}`,
+      REDIS_URL: inject('redisUrl'),
+      ANTHROPIC_API_KEY: 'test',
+      ANTHROPIC_BASE_URL: 'http://127.0.0.1:9',
+      ENGRAM_MANAGED_CLAUDE_MD: '/nonexistent/CLAUDE.md',
+    };
+    const local = await startServer(loadAgentConfig(env), { port: 0, host: '127.0.0.1' }, env);
+    try {
+      const team = await fetch(`${local.url}/api/claude_code/team_memory?repo=o/r`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      // The route is mounted: "no team memory yet" in the service's own words, not an unmounted route.
+      expect(team.status).toBe(404);
+      expect(await team.json()).toMatchObject({
+        error: { details: { error_code: 'team_memory_not_found' } },
+      });
+      const client = new Anthropic({ baseURL: local.url, apiKey: key, maxRetries: 0 });
+      const store = await client.beta.memoryStores.create({ name: 'local' });
+      expect((await client.beta.memoryStores.retrieve(store.id)).name).toBe('local');
+    } finally {
+      await local.stop();
+    }
+  }, 120_000);
+});
