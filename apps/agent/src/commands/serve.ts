@@ -1,7 +1,11 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { type EmbeddedPostgres, startEmbeddedPostgres } from '@engram/queue/embedded-postgres';
+import {
+  type EmbeddedPostgres,
+  findRunningEmbeddedPostgres,
+  startEmbeddedPostgres,
+} from '@engram/queue/embedded-postgres';
 import { createMemoryStoresHandler } from '@engram/team-memory/memory-stores/api';
 import { MemoryStoresRepo } from '@engram/team-memory/memory-stores/repo';
 import { openTeamMemoryService } from '@engram/team-memory/server/service';
@@ -59,8 +63,20 @@ export async function startServer(
   let embedded: EmbeddedPostgres | undefined;
   let databaseUrl = config.teamMemoryDatabaseUrl;
   if (!databaseUrl) {
-    embedded = await startEmbeddedPostgres({ dataDir: join(config.engramHome, 'team-memory', 'postgres') });
-    databaseUrl = embedded.url;
+    const dataDir = join(config.engramHome, 'team-memory', 'postgres');
+    // Another replica on this home may have started it already (or be starting it right now): share that one.
+    const running = await findRunningEmbeddedPostgres(dataDir);
+    if (running) databaseUrl = running.url;
+    else {
+      try {
+        embedded = await startEmbeddedPostgres({ dataDir });
+        databaseUrl = embedded.url;
+      } catch (error) {
+        const raced = await findRunningEmbeddedPostgres(dataDir);
+        if (!raced) throw error;
+        databaseUrl = raced.url;
+      }
+    }
   }
   const schemaOpt = settings.ENGRAM_TEAM_MEMORY_SCHEMA ? { schema: settings.ENGRAM_TEAM_MEMORY_SCHEMA } : {};
   const team = await openTeamMemoryService({ databaseUrl, ...schemaOpt });
