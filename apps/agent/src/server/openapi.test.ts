@@ -5,6 +5,12 @@ import { openApiDocument, ROUTES } from './openapi.js';
 // The document is linted with Redocly's recommended ruleset (a standard OpenAPI linter, run offline on the
 // generated JSON); hosted-app.test.ts checks that every route answers with a body its schema accepts.
 
+interface JsonSchema {
+  required?: string[];
+  additionalProperties?: boolean;
+  properties?: Record<string, unknown>;
+}
+
 describe('the OpenAPI document', () => {
   it('passes the Redocly recommended ruleset with no error and no warning', async () => {
     const config = await createConfig({ extends: ['recommended'] });
@@ -48,11 +54,14 @@ describe('the OpenAPI document', () => {
 
   it('is generated from the request schemas the routes parse with', () => {
     const doc = openApiDocument() as {
-      paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: any }> } }>>;
+      paths: Record<
+        string,
+        Record<string, { requestBody?: { content: Record<string, { schema: JsonSchema }> } }>
+      >;
     };
     const turn = doc.paths['/v1/sessions/{id}/turns']?.post?.requestBody?.content['application/json']?.schema;
-    expect(turn.required).toEqual(['prompt']);
-    expect(turn.additionalProperties).toBe(false);
-    expect(turn.properties.prompt).toMatchObject({ type: 'string', minLength: 1, maxLength: 200_000 });
+    expect(turn?.required).toEqual(['prompt']);
+    expect(turn?.additionalProperties).toBe(false);
+    expect(turn?.properties?.prompt).toMatchObject({ type: 'string', minLength: 1, maxLength: 200_000 });
   });
 });

@@ -295,7 +295,9 @@ export function openApiDocument(): object {
       const ok = responses[200] as { content: Record<string, object> };
       ok.content['text/event-stream'] = { schema: { type: 'string' } };
     }
-    (paths[route.path] ??= {})[route.method] = {
+    const item = paths[route.path] ?? {};
+    paths[route.path] = item;
+    item[route.method] = {
       operationId: route.operationId,
       summary: route.summary,
       ...(route.description ? { description: route.description } : {}),
