@@ -56,6 +56,9 @@ function env(extra: Record<string, string> = {}): Record<string, string | undefi
     ENGRAM_MANAGED_CLAUDE_MD: '/nonexistent/CLAUDE.md',
     ENGRAM_SESSION_LEASE_TTL_MS: '2000',
     ENGRAM_SERVE_MAX_BODY_BYTES: '65536',
+    // The run's PostgreSQL for team memory and memory stores (without it each replica would start an embedded one).
+    ENGRAM_TEAM_MEMORY_DATABASE_URL: inject('postgresUrl'),
+    ENGRAM_TEAM_MEMORY_SCHEMA: `hosted_${process.pid}`,
     ...extra,
   };
 }
