@@ -11,6 +11,35 @@ export interface HeldLease {
   release(): Promise<void>;
 }
 
+const RELEASE_RETRY_FIRST_MS = 100;
+const RELEASE_RETRY_MAX_MS = 1_000;
+
+/**
+ * Runs `release`; when the store cannot answer (an outage), keeps retrying in the background until it does or
+ * the lease has expired on its own (`expiresAtMs`), so a lease never outlives its work by more than the outage.
+ * The caller is not held up: the first failure resolves with `fallback`.
+ */
+async function releaseOrRetry<T>(
+  release: () => Promise<T>,
+  expiresAtMs: () => number,
+  fallback: T,
+): Promise<T> {
+  try {
+    return await release();
+  } catch {
+    let pause = RELEASE_RETRY_FIRST_MS;
+    const again = () => {
+      if (Date.now() >= expiresAtMs()) return;
+      release().catch(() => {
+        pause = Math.min(pause * 2, RELEASE_RETRY_MAX_MS);
+        setTimeout(again, pause).unref();
+      });
+    };
+    setTimeout(again, pause).unref();
+    return fallback;
+  }
+}
+
 export async function tryHoldLease(
   store: StateStore,
   key: string,
@@ -21,10 +50,13 @@ export async function tryHoldLease(
   if (!lease) return undefined;
   const controller = new AbortController();
   let released = false;
+  let expiresAtMs = Date.now() + options.ttlMs;
   const timer = setInterval(
     () => {
+      const asked = Date.now();
       store.renewLease(key, holder, lease.token, options.ttlMs).then(
         (ok) => {
+          if (ok) expiresAtMs = asked + options.ttlMs;
           if (!ok && !released) controller.abort(new Error(`lease ${key} was lost`));
         },
         () => {
@@ -41,7 +73,11 @@ export async function tryHoldLease(
     release: async () => {
       released = true;
       clearInterval(timer);
-      await store.releaseLease(key, holder, lease.token).catch(() => false);
+      await releaseOrRetry(
+        () => store.releaseLease(key, holder, lease.token),
+        () => expiresAtMs,
+        false,
+      );
     },
   };
 }
@@ -74,10 +110,13 @@ export async function holdLeaseInTurn(
   const { lease } = turn;
   const controller = new AbortController();
   let released = false;
+  let expiresAtMs = Date.now() + ttlMs;
   const timer = setInterval(
     () => {
+      const asked = Date.now();
       store.renewLease(key, holder, lease.token, ttlMs).then(
         (ok) => {
+          if (ok) expiresAtMs = asked + ttlMs;
           if (!ok && !released) controller.abort(new Error(`lease ${key} was lost`));
         },
         () => {
@@ -95,9 +134,13 @@ export async function holdLeaseInTurn(
       release: async () => {
         released = true;
         clearInterval(timer);
-        const out = await store
-          .releaseLeaseToNext(key, holder, lease.token, options.reserveMs)
-          .catch(() => ({ released: false, next: undefined }));
+        // A release retried after an outage hands over without a wake: the first waiter is parked until the
+        // lease's expiry at the latest, as after a dead holder.
+        const out = await releaseOrRetry(
+          () => store.releaseLeaseToNext(key, holder, lease.token, options.reserveMs),
+          () => expiresAtMs,
+          { released: false, next: undefined as string | undefined },
+        );
         return out.next ? { next: out.next } : {};
       },
     },
