@@ -1,5 +1,6 @@
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { Redis } from 'ioredis';
 import { afterEach, expect, inject, it } from 'vitest';
 import { redisConnectionOptions } from '../engine.js';
 import { RedisStateStore, StateStoreUnavailableError } from './redis-state-store.js';
@@ -84,4 +85,26 @@ it('retries a release that failed during an outage, freeing the session as soon 
   const next = await acquireSessionLease(direct, scope, { ttlMs });
   expect(next.lease.token).toBeGreaterThan(lease.lease.token);
   await next.release();
+});
+
+it('leaves no key without a TTL once a session lease was taken, renewed and released', async () => {
+  const prefix = uniquePrefix('lease-keys');
+  const store = new RedisStateStore(inject('redisUrl'), prefix, redisConnectionOptions('producer'));
+  closers.push(() => store.close());
+  await store.ready();
+  const scope = { tenant: 'acme', sessionId: 'bounded' };
+  const first = await acquireSessionLease(store, scope, { ttlMs: 300 });
+  await new Promise((r) => setTimeout(r, 250));
+  await first.release();
+  // Positive control: the keys exist (the fencing counter outlives the lease, so the next token is newer).
+  const second = await acquireSessionLease(store, scope, { ttlMs: 300 });
+  expect(second.lease.token).toBe(first.lease.token + 1);
+  await second.release();
+
+  const raw = new Redis(inject('redisUrl'));
+  closers.push(async () => raw.disconnect());
+  const keys = await raw.keys(`*${prefix}*`);
+  expect(keys.length).toBeGreaterThan(0);
+  const ttls = await Promise.all(keys.map(async (k) => [k, await raw.pttl(k)] as const));
+  expect(ttls.filter(([, ttl]) => ttl < 0)).toEqual([]);
 });
