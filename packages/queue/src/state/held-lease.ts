@@ -4,11 +4,47 @@ import type { Lease, StateStore } from './state-store.js';
 // A lease held for the length of a piece of work: renewed in the background at a third of its TTL, with an
 // AbortSignal that fires if a renewal is refused (someone else now holds it) so the work stops writing.
 
-export interface HeldLease {
-  lease: Lease;
-  /** Aborts when the lease is lost. */
+/** A running renewal loop: `signal` aborts when a renewal is refused; `stop()` ends the loop. */
+export interface Renewal {
   signal: AbortSignal;
-  release(): Promise<void>;
+  /** When the lease expires unless renewed again: the start plus the TTL, moved by each accepted renewal. */
+  expiresAtMs(): number;
+  stop(): void;
+}
+
+/**
+ * Renews at a third of `ttlMs` until stopped. A renewal answered `false` (someone else holds it now) aborts
+ * `signal` with `lostMessage`; a transient store error is skipped (the next tick retries, and the TTL covers two
+ * missed renewals). The one renewal loop of every held lease: project writer, session, consolidation lock.
+ */
+export function keepRenewing(renew: () => Promise<boolean>, ttlMs: number, lostMessage: string): Renewal {
+  const controller = new AbortController();
+  let stopped = false;
+  let expiresAtMs = Date.now() + ttlMs;
+  const timer = setInterval(
+    () => {
+      const asked = Date.now();
+      renew().then(
+        (ok) => {
+          if (ok) expiresAtMs = asked + ttlMs;
+          if (!ok && !stopped) controller.abort(new Error(lostMessage));
+        },
+        () => {
+          // A transient store error: the next tick retries.
+        },
+      );
+    },
+    Math.max(50, Math.floor(ttlMs / 3)),
+  );
+  timer.unref();
+  return {
+    signal: controller.signal,
+    expiresAtMs: () => expiresAtMs,
+    stop: () => {
+      stopped = true;
+      clearInterval(timer);
+    },
+  };
 }
 
 const RELEASE_RETRY_FIRST_MS = 100;
@@ -40,6 +76,13 @@ async function releaseOrRetry<T>(
   }
 }
 
+export interface HeldLease {
+  lease: Lease;
+  /** Aborts when the lease is lost. */
+  signal: AbortSignal;
+  release(): Promise<void>;
+}
+
 export async function tryHoldLease(
   store: StateStore,
   key: string,
@@ -48,36 +91,17 @@ export async function tryHoldLease(
   const holder = options.holder ?? `${process.pid}-${randomUUID()}`;
   const lease = await store.acquireLease(key, holder, options.ttlMs);
   if (!lease) return undefined;
-  const controller = new AbortController();
-  let released = false;
-  let expiresAtMs = Date.now() + options.ttlMs;
-  const timer = setInterval(
-    () => {
-      const asked = Date.now();
-      store.renewLease(key, holder, lease.token, options.ttlMs).then(
-        (ok) => {
-          if (ok) expiresAtMs = asked + options.ttlMs;
-          if (!ok && !released) controller.abort(new Error(`lease ${key} was lost`));
-        },
-        () => {
-          // A transient store error: the next tick retries; the TTL covers two missed renewals.
-        },
-      );
-    },
-    Math.max(50, Math.floor(options.ttlMs / 3)),
+  const renewal = keepRenewing(
+    () => store.renewLease(key, holder, lease.token, options.ttlMs),
+    options.ttlMs,
+    `lease ${key} was lost`,
   );
-  timer.unref();
   return {
     lease,
-    signal: controller.signal,
+    signal: renewal.signal,
     release: async () => {
-      released = true;
-      clearInterval(timer);
-      await releaseOrRetry(
-        () => store.releaseLease(key, holder, lease.token),
-        () => expiresAtMs,
-        false,
-      );
+      renewal.stop();
+      await releaseOrRetry(() => store.releaseLease(key, holder, lease.token), renewal.expiresAtMs, false);
     },
   };
 }
@@ -108,37 +132,22 @@ export async function holdLeaseInTurn(
   const turn = await store.acquireLeaseInTurn(key, holder, ttlMs, options.waiterTtlMs);
   if (!turn.acquired) return turn;
   const { lease } = turn;
-  const controller = new AbortController();
-  let released = false;
-  let expiresAtMs = Date.now() + ttlMs;
-  const timer = setInterval(
-    () => {
-      const asked = Date.now();
-      store.renewLease(key, holder, lease.token, ttlMs).then(
-        (ok) => {
-          if (ok) expiresAtMs = asked + ttlMs;
-          if (!ok && !released) controller.abort(new Error(`lease ${key} was lost`));
-        },
-        () => {
-          // A transient store error: the next tick retries; the TTL covers two missed renewals.
-        },
-      );
-    },
-    Math.max(50, Math.floor(ttlMs / 3)),
+  const renewal = keepRenewing(
+    () => store.renewLease(key, holder, lease.token, ttlMs),
+    ttlMs,
+    `lease ${key} was lost`,
   );
-  timer.unref();
   return {
     held: {
       lease,
-      signal: controller.signal,
+      signal: renewal.signal,
       release: async () => {
-        released = true;
-        clearInterval(timer);
+        renewal.stop();
         // A release retried after an outage hands over without a wake: the first waiter is parked until the
         // lease's expiry at the latest, as after a dead holder.
         const out = await releaseOrRetry(
           () => store.releaseLeaseToNext(key, holder, lease.token, options.reserveMs),
-          () => expiresAtMs,
+          renewal.expiresAtMs,
           { released: false, next: undefined as string | undefined },
         );
         return out.next ? { next: out.next } : {};
