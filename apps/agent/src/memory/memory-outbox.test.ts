@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { outboxPath } from '@engram/memory-core/extraction/session-record';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
+import { tenantHomeDir } from '@engram/tenants/tenant-store';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { startPrivateRedis } from '@engram/testkit/private-redis';
@@ -138,6 +139,32 @@ describe('memory work when the engine is away', () => {
     }
     expect([...forkRuns.values()]).toEqual([1, 1, 1, 1]);
   }, 90_000);
+
+  it("a hosted tenant's kept work lands in the tenant's area, where the sweep looks, never at ENGRAM_HOME's root", async () => {
+    const engramHome = mkdtempSync(join(tmpdir(), 'engram-tenant-outbox-'));
+    // An engine that never answers: every enqueue fails retryably and is kept.
+    const memory = agentQueue(engramHome, 'redis://127.0.0.1:1', uniquePrefix('tenant-outbox'));
+    const payload = (tenant?: string) => ({
+      sessionId: 'sess1',
+      projectDir: '-repo',
+      transcriptDir: '-repo',
+      leafUuid: '00000000-0000-4000-8000-000000000001',
+      leafSeq: 2,
+      requestedAt: new Date().toISOString(),
+      ...(tenant ? { tenant } : {}),
+    });
+    const kept = await memory.enqueue('extract', payload('acme'));
+    expect(kept).toMatchObject({ status: 'not-queued', kept: true });
+    const tenantDir = join(tenantHomeDir(engramHome, 'acme'), 'projects', '-repo', 'sess1');
+    expect(JSON.parse(await fs.readFile(outboxPath(tenantDir), 'utf8'))).toMatchObject({
+      items: [{ kind: 'extract', payload: { tenant: 'acme', sessionId: 'sess1' } }],
+    });
+    const rootDir = join(engramHome, 'projects', '-repo', 'sess1');
+    expect(existsSync(outboxPath(rootDir))).toBe(false);
+    // Positive control: the operator's own (tenant-less) session keeps its work at the root.
+    await memory.enqueue('extract', payload());
+    expect(existsSync(outboxPath(rootDir))).toBe(true);
+  });
 
   it('a purged queue converges through the reconciliation sweep, without extracting a covered range again', async () => {
     const forkRuns = new Map<string, number>();

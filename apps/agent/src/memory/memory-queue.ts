@@ -15,6 +15,7 @@ import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { type EnqueueReceipt, JobProducer } from '@engram/queue/producer';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { type ExtractReceipt, SessionState, sessionStateTtlMs } from '@engram/queue/state/session-state';
+import { tenantHomeDir } from '@engram/tenants/tenant-store';
 import type { AgentConfig } from '../config.js';
 
 // The foreground's side of memory work: decide and enqueue, never run a memory fork and never let a queue
@@ -122,12 +123,22 @@ export class MemoryQueue {
     }
   }
 
-  /** The session directory a payload's work belongs to, under this agent's ENGRAM_HOME. */
+  /**
+   * The session directory a payload's work belongs to: under this agent's ENGRAM_HOME, or, for a hosted
+   * tenant's session, under that tenant's area of it — where its transcript is and the sweep looks.
+   */
   private sessionDirOf(payload: unknown): string | undefined {
-    const p = payload as { sessionId?: unknown; transcriptDir?: unknown };
+    const p = payload as { sessionId?: unknown; transcriptDir?: unknown; tenant?: unknown };
     if (typeof p.sessionId !== 'string' || typeof p.transcriptDir !== 'string') return undefined;
     if (!/^[A-Za-z0-9_-]+$/.test(p.sessionId) || p.transcriptDir.includes('/')) return undefined;
-    return join(this.config.engramHome, PROJECTS_DIRNAME, p.transcriptDir, p.sessionId);
+    if (p.tenant !== undefined && typeof p.tenant !== 'string') return undefined;
+    let home = this.config.engramHome;
+    try {
+      if (p.tenant) home = tenantHomeDir(home, p.tenant);
+    } catch {
+      return undefined;
+    }
+    return join(home, PROJECTS_DIRNAME, p.transcriptDir, p.sessionId);
   }
 
   private scheduleRetry(): void {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  completeExchangeEnd,
   countModelVisibleMessagesSince,
   hasMemoryWritesSince,
   isMemoryPathSync,
@@ -116,5 +117,46 @@ describe('lastEntryUuid', () => {
   it('is the newest entry’s uuid', () => {
     expect(lastEntryUuid(transcript)).toBe('p1');
     expect(lastEntryUuid([])).toBeUndefined();
+  });
+});
+
+describe('completeExchangeEnd', () => {
+  const toolResult = (uuid: string): TranscriptLikeEntry => ({
+    uuid,
+    type: 'user',
+    message: { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'ok' }] },
+  });
+
+  it('keeps a chain whose last turn was answered, with what follows the reply', () => {
+    const chain = [user('u1'), assistant('a1'), system('s1')];
+    expect(completeExchangeEnd(chain)).toBe(3);
+    expect(
+      completeExchangeEnd([
+        user('u1'),
+        assistant('a1', ['Read', { file_path: '/x' }]),
+        toolResult('r1'),
+        assistant('a2'),
+      ]),
+    ).toBe(4);
+  });
+
+  it('cuts a trailing unanswered prompt, and a trailing turn stopped between tool calls', () => {
+    expect(completeExchangeEnd([user('u1'), assistant('a1'), user('u2')])).toBe(2);
+    const stopped = [
+      user('u1'),
+      assistant('a1'),
+      user('u2'),
+      assistant('a2', ['Read', { file_path: '/x' }]),
+      toolResult('r2'),
+    ];
+    expect(completeExchangeEnd(stopped)).toBe(2);
+    expect(completeExchangeEnd([user('u1')])).toBe(0);
+  });
+
+  it('does not take a compaction summary or a meta note for a prompt', () => {
+    const summary = { ...user('c1', 'summary'), isCompactSummary: true } as TranscriptLikeEntry;
+    const meta = { ...user('m1', 'caveat'), isMeta: true } as TranscriptLikeEntry;
+    expect(completeExchangeEnd([user('u1'), assistant('a1'), summary, meta])).toBe(4);
+    expect(completeExchangeEnd([])).toBe(0);
   });
 });

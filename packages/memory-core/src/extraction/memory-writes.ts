@@ -101,3 +101,40 @@ export function memoryPathsWritten(
 export function lastEntryUuid(entries: readonly TranscriptLikeEntry[]): string | undefined {
   return entries.length === 0 ? undefined : entries[entries.length - 1]?.uuid;
 }
+
+/** A user entry that asks the model something (not a tool result, a compaction summary or a meta note). */
+function isPrompt(entry: TranscriptLikeEntry & { isMeta?: unknown; isCompactSummary?: unknown }): boolean {
+  if (entry.type !== 'user' || entry.isMeta === true || entry.isCompactSummary === true) return false;
+  const content = entry.message?.content;
+  if (typeof content === 'string') return true;
+  if (!Array.isArray(content)) return false;
+  return content.some(
+    (b) => typeof b === 'object' && b !== null && (b as { type?: unknown }).type !== 'tool_result',
+  );
+}
+
+/** An assistant entry that ends a turn: a reply that asks for no tool. */
+function isFinalReply(entry: TranscriptLikeEntry): boolean {
+  if (entry.type !== 'assistant') return false;
+  const content = entry.message?.content;
+  if (typeof content === 'string') return true;
+  if (!Array.isArray(content)) return false;
+  return !content.some(
+    (b) => typeof b === 'object' && b !== null && (b as { type?: unknown }).type === 'tool_use',
+  );
+}
+
+/**
+ * Length of the longest prefix of `chain` that ends on a complete exchange. A trailing prompt with no final
+ * reply after it (the turn failed after its prompt was recorded) is cut off with what follows it: shown to a
+ * fork it would be the turn to answer, and a cursor moved past it would skip the facts of the turn that
+ * eventually answers it. Everything else (system entries after a reply, a chain with no prompt) is kept.
+ */
+export function completeExchangeEnd(chain: readonly TranscriptLikeEntry[]): number {
+  for (let i = chain.length - 1; i >= 0; i--) {
+    const entry = chain[i] as TranscriptLikeEntry;
+    if (isFinalReply(entry)) return chain.length;
+    if (isPrompt(entry)) return i;
+  }
+  return chain.length;
+}

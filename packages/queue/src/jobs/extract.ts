@@ -20,7 +20,13 @@ export const memoryReceiptItem = z.object({
 });
 
 export const extractResult = z.object({
-  outcome: z.enum(['extracted', 'skipped-direct-write', 'skipped-no-new-messages', 'skipped-stale']),
+  outcome: z.enum([
+    'extracted',
+    'skipped-direct-write',
+    'skipped-no-new-messages',
+    'skipped-stale',
+    'skipped-incomplete-turn',
+  ]),
   sessionId,
   fromSeq: z.number().int().nonnegative(),
   toSeq: z.number().int().nonnegative(),

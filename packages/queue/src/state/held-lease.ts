@@ -7,6 +7,8 @@ import type { Lease, StateStore } from './state-store.js';
 /** A running renewal loop: `signal` aborts when a renewal is refused; `stop()` ends the loop. */
 export interface Renewal {
   signal: AbortSignal;
+  /** When the lease expires unless renewed again: the start plus the TTL, moved by each accepted renewal. */
+  expiresAtMs(): number;
   stop(): void;
 }
 
@@ -18,10 +20,13 @@ export interface Renewal {
 export function keepRenewing(renew: () => Promise<boolean>, ttlMs: number, lostMessage: string): Renewal {
   const controller = new AbortController();
   let stopped = false;
+  let expiresAtMs = Date.now() + ttlMs;
   const timer = setInterval(
     () => {
+      const asked = Date.now();
       renew().then(
         (ok) => {
+          if (ok) expiresAtMs = asked + ttlMs;
           if (!ok && !stopped) controller.abort(new Error(lostMessage));
         },
         () => {
@@ -34,11 +39,41 @@ export function keepRenewing(renew: () => Promise<boolean>, ttlMs: number, lostM
   timer.unref();
   return {
     signal: controller.signal,
+    expiresAtMs: () => expiresAtMs,
     stop: () => {
       stopped = true;
       clearInterval(timer);
     },
   };
+}
+
+const RELEASE_RETRY_FIRST_MS = 100;
+const RELEASE_RETRY_MAX_MS = 1_000;
+
+/**
+ * Runs `release`; when the store cannot answer (an outage), keeps retrying in the background until it does or
+ * the lease has expired on its own (`expiresAtMs`), so a lease never outlives its work by more than the outage.
+ * The caller is not held up: the first failure resolves with `fallback`.
+ */
+async function releaseOrRetry<T>(
+  release: () => Promise<T>,
+  expiresAtMs: () => number,
+  fallback: T,
+): Promise<T> {
+  try {
+    return await release();
+  } catch {
+    let pause = RELEASE_RETRY_FIRST_MS;
+    const again = () => {
+      if (Date.now() >= expiresAtMs()) return;
+      release().catch(() => {
+        pause = Math.min(pause * 2, RELEASE_RETRY_MAX_MS);
+        setTimeout(again, pause).unref();
+      });
+    };
+    setTimeout(again, pause).unref();
+    return fallback;
+  }
 }
 
 export interface HeldLease {
@@ -66,7 +101,7 @@ export async function tryHoldLease(
     signal: renewal.signal,
     release: async () => {
       renewal.stop();
-      await store.releaseLease(key, holder, lease.token).catch(() => false);
+      await releaseOrRetry(() => store.releaseLease(key, holder, lease.token), renewal.expiresAtMs, false);
     },
   };
 }
@@ -108,9 +143,13 @@ export async function holdLeaseInTurn(
       signal: renewal.signal,
       release: async () => {
         renewal.stop();
-        const out = await store
-          .releaseLeaseToNext(key, holder, lease.token, options.reserveMs)
-          .catch(() => ({ released: false, next: undefined }));
+        // A release retried after an outage hands over without a wake: the first waiter is parked until the
+        // lease's expiry at the latest, as after a dead holder.
+        const out = await releaseOrRetry(
+          () => store.releaseLeaseToNext(key, holder, lease.token, options.reserveMs),
+          renewal.expiresAtMs,
+          { released: false, next: undefined as string | undefined },
+        );
         return out.next ? { next: out.next } : {};
       },
     },

@@ -23,11 +23,23 @@ const ADD_COUNTERS = `
 for i = 1, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return 1`;
 
+/**
+ * How long a fencing counter outlives the last take of its lease, so no state key is unbounded. A counter
+ * that expired restarts at 1: safe, because a holder is checked by name and token together, names are unique
+ * per take, and no lease lives anywhere near this long (TTLs are seconds) — a stale holder is long gone.
+ */
+export const FENCE_TTL_MS = 7 * 24 * 3_600_000;
+
+// Lua fragment: the next fencing token of KEYS[2], and its counter's expiry pushed out.
+const NEXT_FENCE = `
+local token = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ${FENCE_TTL_MS})`;
+
 const ACQUIRE_LEASE = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
-local token = redis.call('INCR', KEYS[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+${NEXT_FENCE}
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', token, 'expiresAt', now + tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {token, now + tonumber(ARGV[2])}`;
@@ -56,7 +68,7 @@ if cur and cur ~= ARGV[4] then
   redis.call('PEXPIRE', KEYS[3], ARGV[3])
   return {0, redis.call('ZRANK', KEYS[3], ARGV[1]), cur, redis.call('HGET', KEYS[1], 'expiresAt')}
 end
-local token = redis.call('INCR', KEYS[2])
+${NEXT_FENCE}
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', token, 'expiresAt', now + tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -1,5 +1,6 @@
 import { existsSync, promises as fs, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { createUserEntry } from '@engram/agent-runtime/transcript/entry';
 import { parseMemoryFile } from '@engram/memory-core/memdir/frontmatter';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
 import type { ExtractResult } from '@engram/queue/jobs/extract';
@@ -210,6 +211,48 @@ describe.each(WORKER_TEST_BACKENDS)('extract end to end on %s', (_kind, backend)
     // First run: 2 messages (user, assistant). Trailing run: the 6 messages of the three newer turns only.
     expect(prompts[0]).toContain('most recent ~2 messages');
     expect(prompts[1]).toContain('most recent ~6 messages');
+  });
+
+  it('extracts the answered turns and leaves a trailing unanswered prompt for later, cursor before it', async () => {
+    const fg = createForeground(scripted.server);
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [
+      textReply('Got it — pnpm from now on.'),
+    ]);
+    const forkFirst = extractionScript(fg);
+    const answered = await fg.turn(
+      'Please always use pnpm in this repo, never npm: npm breaks our workspace links.',
+    );
+    // The next turn failed after its prompt was recorded: the transcript ends on an unanswered prompt.
+    const prompt = createUserEntry(
+      { sessionId: fg.sessionId, cwd: fg.cwd, parentUuid: answered.leafUuid },
+      'What is the capital of France? Answer in one word.',
+    );
+    await fg.store.append([prompt]);
+    const trailing = { leafUuid: prompt.uuid, leafSeq: answered.leafSeq + 1 };
+
+    const service = await startService(backend, fg.engramHome);
+    const producer = producerFor(service);
+    await producer.enqueue('extract', fg.extractPayload(trailing));
+    const [result] = await waitForResults(service, 1);
+    expect(result).toMatchObject({
+      outcome: 'extracted',
+      toSeq: answered.leafSeq,
+      memories: [{ path: 'feedback_pnpm.md', action: 'created' }],
+    });
+    // The fork never saw the unanswered prompt: its conversation ends on the answered turn's reply.
+    expect(JSON.stringify(forkFirst[0]!.body.messages)).not.toContain('capital of France');
+    const state = new SessionState(service.engine.state, fg.extractPayload(trailing));
+    expect(await state.extractCursor()).toEqual({ leafUuid: answered.leafUuid, leafSeq: answered.leafSeq });
+
+    // Asked again over the same unanswered prompt (a sweep, a retry): nothing to do, the cursor stays.
+    await producer.enqueue('extract', {
+      ...fg.extractPayload(trailing),
+      requestedAt: new Date().toISOString(),
+    });
+    const results = await waitForResults(service, 2);
+    expect(results[1]).toMatchObject({ outcome: 'skipped-incomplete-turn', toSeq: answered.leafSeq });
+    expect(await state.extractCursor()).toEqual({ leafUuid: answered.leafUuid, leafSeq: answered.leafSeq });
+    expect(forkFirst).toHaveLength(1);
   });
 
   it('skips the fork and advances the cursor when the agent wrote memory itself since the cursor', async () => {

@@ -4,6 +4,7 @@ import type { ModelClient } from '@engram/agent-runtime/model/client';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
 import {
+  completeExchangeEnd,
   countModelVisibleMessagesSince,
   hasMemoryWritesSince,
   isMemoryPathSync,
@@ -62,7 +63,7 @@ export function createExtractHandler(deps: ExtractDeps) {
     const state = new SessionState(engine.state, payload, { ttlMs: config.sessionStateTtlMs });
     const [cursor, latest] = await Promise.all([state.extractCursor(), state.latestExtractRequest()]);
     const requested: TranscriptCursor = { leafUuid: payload.leafUuid, leafSeq: payload.leafSeq };
-    const target = latest && latest.leafSeq > requested.leafSeq ? latest : requested;
+    let target = latest && latest.leafSeq > requested.leafSeq ? latest : requested;
     const base = { sessionId: payload.sessionId, fromSeq: cursor?.leafSeq ?? 0, toSeq: target.leafSeq };
     const nothing = {
       memories: [],
@@ -93,7 +94,24 @@ export function createExtractHandler(deps: ExtractDeps) {
         `Transcript of session ${payload.sessionId} has no entry ${target.leafUuid}; the job cannot cover it.`,
       );
     }
-    const chain = buildChain(entries, target.leafUuid).live;
+    const asked = buildChain(entries, target.leafUuid).live;
+    // Only complete exchanges are covered (foreground, sweep and retry alike): a trailing prompt whose turn
+    // failed is left for the run after the turn that answers it, and the cursor stops before it.
+    const end = completeExchangeEnd(asked);
+    const chain = asked.slice(0, end);
+    if (end < asked.length) {
+      const leaf = chain.at(-1);
+      const targetIndex = entries.findIndex((e) => e.uuid === target.leafUuid);
+      const leafSeq = leaf
+        ? target.leafSeq - (targetIndex - entries.findIndex((e) => e.uuid === leaf.uuid))
+        : 0;
+      if (!leaf || (cursor && cursor.leafSeq >= leafSeq)) {
+        log.info({ toSeq: target.leafSeq }, 'only an unanswered turn since the cursor; left for later');
+        return { outcome: 'skipped-incomplete-turn', ...base, toSeq: cursor?.leafSeq ?? 0, ...nothing };
+      }
+      target = { leafUuid: leaf.uuid, leafSeq };
+      base.toSeq = leafSeq;
+    }
     const isMemoryPath = (p: string) => isMemoryPathSync(p, paths.memoryDir);
 
     // The agent itself wrote memory since the cursor: that range is covered; extraction would duplicate it.
