@@ -4,6 +4,7 @@ import { type ForkResult, runForkedAgent } from '@engram/agent-runtime/fork/run-
 import { runQueryLoop } from '@engram/agent-runtime/loop/query-loop';
 import type { ModelClient, Usage } from '@engram/agent-runtime/model/client';
 import type { SystemBlock } from '@engram/agent-runtime/model/types';
+import type { ReadBoundary } from '@engram/agent-runtime/sandbox/read-boundary';
 import { defaultTools } from '@engram/agent-runtime/tools/registry';
 import type { CanUseTool } from '@engram/agent-runtime/tools/tool';
 import {
@@ -84,6 +85,8 @@ export interface ForkPlan {
   toolResultsDir?: string;
   extraReadFiles?: readonly string[];
   fileModes?: { file: number; dir: number };
+  /** What the fork's Read and Write/Edit may open (a tenant's job: its workspace and ENGRAM_HOME area). */
+  readBoundary?: ReadBoundary;
   /** Called with every message the fork produces (after the transaction has recorded its intents). */
   onMessage?: (entry: ChainEntry) => Promise<void>;
 }
@@ -373,6 +376,8 @@ async function runFork(
         ...(plan.toolResultsDir ? { toolResultsDir: plan.toolResultsDir } : {}),
         ...(plan.extraReadFiles ? { extraReadFiles: plan.extraReadFiles } : {}),
         ...(plan.fileModes ? { fileModes: plan.fileModes } : {}),
+        ...(plan.readBoundary ? { readBoundary: plan.readBoundary } : {}),
+        ...(plan.readBoundary ? { readBoundary: plan.readBoundary } : {}),
         onMessage,
       });
       return { forkedFrom: 'session', ...fork };
