@@ -119,8 +119,7 @@ export interface ForkPipelineSpec<R> {
   writer: { key: string; ttlMs: number; onBusy?: () => Promise<void> };
   /**
    * The only directory this fork may change: the policy's writable root. Hashed before and after, cleaned of
-   * stale temp files, and — the sandbox seam — the root the tools layer's OS sandbox is to make writable once
-   * it takes one (see `sandboxRootFor` below).
+   * stale temp files (the OS sandbox's writable root is the `writeJail` the plan's policy declares).
    */
   root: string;
   rootMode?: number;
@@ -156,14 +155,6 @@ export class ForkAbortedError extends EngramError {
   constructor(queue: string, why: string) {
     super('FORK_ABORTED', `${queue} fork aborted (${why}); it will be retried`, { retryable: true });
   }
-}
-
-/**
- * The seam to the tools layer's OS sandbox: the directory a fork's Bash and final writes may change. The fork
- * options carry no sandbox setting yet; when the tools layer takes one, it is passed from here (one place).
- */
-export function sandboxRootFor(spec: Pick<ForkPipelineSpec<unknown>, 'root'>): string {
-  return spec.root;
 }
 
 const NO_USAGE: Usage = {
