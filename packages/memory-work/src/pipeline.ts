@@ -4,6 +4,7 @@ import { type ForkResult, runForkedAgent } from '@engram/agent-runtime/fork/run-
 import { runQueryLoop } from '@engram/agent-runtime/loop/query-loop';
 import type { ModelClient, Usage } from '@engram/agent-runtime/model/client';
 import type { SystemBlock } from '@engram/agent-runtime/model/types';
+import type { ReadBoundary } from '@engram/agent-runtime/sandbox/read-boundary';
 import { defaultTools } from '@engram/agent-runtime/tools/registry';
 import type { CanUseTool } from '@engram/agent-runtime/tools/tool';
 import {
@@ -84,6 +85,8 @@ export interface ForkPlan {
   toolResultsDir?: string;
   extraReadFiles?: readonly string[];
   fileModes?: { file: number; dir: number };
+  /** What the fork's Read and Write/Edit may open (a tenant's job: its workspace and ENGRAM_HOME area). */
+  readBoundary?: ReadBoundary;
   /** Called with every message the fork produces (after the transaction has recorded its intents). */
   onMessage?: (entry: ChainEntry) => Promise<void>;
 }
@@ -116,8 +119,7 @@ export interface ForkPipelineSpec<R> {
   writer: { key: string; ttlMs: number; onBusy?: () => Promise<void> };
   /**
    * The only directory this fork may change: the policy's writable root. Hashed before and after, cleaned of
-   * stale temp files, and — the sandbox seam — the root the tools layer's OS sandbox is to make writable once
-   * it takes one (see `sandboxRootFor` below).
+   * stale temp files (the OS sandbox's writable root is the `writeJail` the plan's policy declares).
    */
   root: string;
   rootMode?: number;
@@ -153,14 +155,6 @@ export class ForkAbortedError extends EngramError {
   constructor(queue: string, why: string) {
     super('FORK_ABORTED', `${queue} fork aborted (${why}); it will be retried`, { retryable: true });
   }
-}
-
-/**
- * The seam to the tools layer's OS sandbox: the directory a fork's Bash and final writes may change. The fork
- * options carry no sandbox setting yet; when the tools layer takes one, it is passed from here (one place).
- */
-export function sandboxRootFor(spec: Pick<ForkPipelineSpec<unknown>, 'root'>): string {
-  return spec.root;
 }
 
 const NO_USAGE: Usage = {
@@ -373,6 +367,8 @@ async function runFork(
         ...(plan.toolResultsDir ? { toolResultsDir: plan.toolResultsDir } : {}),
         ...(plan.extraReadFiles ? { extraReadFiles: plan.extraReadFiles } : {}),
         ...(plan.fileModes ? { fileModes: plan.fileModes } : {}),
+        ...(plan.readBoundary ? { readBoundary: plan.readBoundary } : {}),
+        ...(plan.readBoundary ? { readBoundary: plan.readBoundary } : {}),
         onMessage,
       });
       return { forkedFrom: 'session', ...fork };

@@ -1,5 +1,6 @@
 import { promises as fs } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
+import { rootsBoundary } from '@engram/agent-runtime/sandbox/read-boundary';
 import { SandboxUnavailableError } from '@engram/agent-runtime/sandbox/sandbox';
 import {
   createToolSandbox,
@@ -75,11 +76,20 @@ export async function sandboxServedBash(opts: {
   const hidden = (await Promise.all(opts.hidden.map(existing))).filter((p): p is string => p !== undefined);
   const ownHome = await existing(opts.tenant.home);
   const sandbox = { ...base, hidden, ...(ownHome ? { readable: [ownHome] } : {}) };
+  // Read and Write/Edit's read-before-write open only what lies in the tenant's workspace and area, judged
+  // on the opened inode (the policy's path check above is the first filter; a link flipped after it
+  // changes nothing here).
+  const readBoundary = await rootsBoundary([opts.tenant.workspace, opts.tenant.home]);
+  const bounded = (t: AnyTool): AnyTool =>
+    BOUNDED_TOOLS.has(t.name) ? { ...t, call: (input, ctx) => t.call(input, { ...ctx, readBoundary }) } : t;
   return {
     canUseTool: gateBashOnSandbox(opts.canUseTool, sandbox),
-    wrapTools: (tools) => tools.map((t) => (t.name === 'Bash' ? (withToolSandbox([t], sandbox)[0] ?? t) : t)),
+    wrapTools: (tools) =>
+      tools.map((t) => (t.name === 'Bash' ? (withToolSandbox([t], sandbox)[0] ?? t) : bounded(t))),
   };
 }
+
+const BOUNDED_TOOLS = new Set(['Read', 'Write', 'Edit']);
 
 function isWithinOrEqual(child: string, parent: string): boolean {
   const rel = relative(parent, child);

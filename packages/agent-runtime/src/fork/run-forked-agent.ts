@@ -3,6 +3,7 @@ import type { WriteJail } from '@engram/write-jail/write-jail';
 import { type DeniedCall, type EndReason, runQueryLoop } from '../loop/query-loop.js';
 import type { ModelClient, Usage } from '../model/client.js';
 import type { StopReason, ToolResultBlock, ToolUseBlock } from '../model/types.js';
+import type { ReadBoundary } from '../sandbox/read-boundary.js';
 import type { SandboxProbeOptions, SandboxStatus } from '../sandbox/sandbox.js';
 import { prepareUnattended, type ToolSandbox } from '../sandbox/unattended.js';
 import { hashContent, resolveToolPath } from '../tools/file-state.js';
@@ -60,6 +61,8 @@ export interface RunForkedAgentOptions {
   jail?: WriteJail;
   /** Sandbox probe options or a fixed status (tests); default: the process's probe (ENGRAM_SANDBOX). */
   sandboxProbe?: SandboxProbeOptions & { status?: SandboxStatus };
+  /** What the fork's Read and Write/Edit may open: a tenant's job passes its workspace and ENGRAM_HOME area. */
+  readBoundary?: ReadBoundary;
 }
 
 export interface ForkResult {
@@ -180,6 +183,7 @@ export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkR
     ...(opts.toolResultsDir ? { toolResultsDir: opts.toolResultsDir } : {}),
     ...(opts.env ? { env: opts.env } : {}),
     ...(opts.fileModes ? { fileModes: opts.fileModes } : {}),
+    ...(opts.readBoundary ? { readBoundary: opts.readBoundary } : {}),
     ...(opts.onMessage ? { onMessage: opts.onMessage } : {}),
   });
   return {

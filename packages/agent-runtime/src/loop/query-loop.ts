@@ -9,6 +9,7 @@ import type {
   ToolResultBlock,
   ToolUseBlock,
 } from '../model/types.js';
+import type { ReadBoundary } from '../sandbox/read-boundary.js';
 import { sandboxForJailedPolicy } from '../sandbox/unattended.js';
 import { applyToolResultBudget } from '../tool-results/storage.js';
 import { toolDefinitions } from '../tools/registry.js';
@@ -92,6 +93,8 @@ export interface QueryLoopOptions {
   toolResultsDir?: string;
   env?: NodeJS.ProcessEnv;
   fileModes?: { file: number; dir: number };
+  /** What the tools may read (sandbox/read-boundary.ts); a job with a tenant passes its workspace and area. */
+  readBoundary?: ReadBoundary;
   /** Before every model call: attachments to inject (e.g. a finished recall's memories). */
   beforeModelCall?: (
     state: QueryLoopState,
@@ -252,6 +255,7 @@ export async function runQueryLoop(options: QueryLoopOptions): Promise<QueryLoop
         ...(opts.signal ? { signal: opts.signal } : {}),
         ...(opts.env ? { env: opts.env } : {}),
         ...(opts.fileModes ? { fileModes: opts.fileModes } : {}),
+        ...(opts.readBoundary ? { readBoundary: opts.readBoundary } : {}),
       }),
       ...(opts.signal ? { signal: opts.signal } : {}),
       ...(opts.toolResultsDir ? { toolResultsDir: opts.toolResultsDir } : {}),

@@ -54,7 +54,7 @@ export const editTool = defineTool<EditInput>({
       throw new ToolError('no_change', 'No changes to make: old_string and new_string are exactly the same.');
     }
     const path = resolveToolPath(ctx.cwd, input.file_path);
-    const existing = await readTextIfExists(path);
+    const existing = await readTextIfExists(path, ctx.readBoundary);
     if (existing === undefined) {
       if (input.old_string !== '')
         throw new ToolError('not_found', `File does not exist: ${input.file_path}`);

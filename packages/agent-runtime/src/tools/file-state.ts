@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
+import { type ReadBoundary, ReadBoundaryError, readFileBounded } from '../sandbox/read-boundary.js';
 import { type ReadFileState, ToolError } from './tool.js';
 
 // The "read before you write" rule Write and Edit share, as in Claude Code: an existing file can only be
@@ -41,13 +42,20 @@ export async function recordWrite(state: ReadFileState, path: string, content: s
   return mtimeMs;
 }
 
-export async function readTextIfExists(path: string): Promise<string | undefined> {
+/** Write/Edit's read of the current contents: bounded like Read (regular files only, non-blocking, capped). */
+export const MAX_EDIT_FILE_BYTES = 64 * 1024 * 1024;
+
+export async function readTextIfExists(
+  path: string,
+  boundary?: ReadBoundary,
+  maxBytes = MAX_EDIT_FILE_BYTES,
+): Promise<string | undefined> {
   try {
-    return await fs.readFile(path, 'utf8');
+    return (await readFileBounded(boundary, path, maxBytes)).data.toString('utf8');
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return undefined;
-    if (code === 'EISDIR') throw new ToolError('is_directory', `${path} is a directory, not a file.`);
-    throw e;
+    if (!(e instanceof ReadBoundaryError)) throw e;
+    if (e.code === 'not_found') return undefined;
+    if (e.code === 'is_directory') throw new ToolError('is_directory', `${path} is a directory, not a file.`);
+    throw new ToolError(e.code, `Refused to read ${path} before writing it: ${e.message}.`);
   }
 }

@@ -1,7 +1,7 @@
-import { promises as fs } from 'node:fs';
 import { extname } from 'node:path';
 import { z } from 'zod';
 import { estimateTokens } from '../model/tokens.js';
+import { type BoundedRead, ReadBoundaryError, readFileBounded } from '../sandbox/read-boundary.js';
 import { hashContent, resolveToolPath } from './file-state.js';
 import { defineTool, ToolError } from './tool.js';
 
@@ -15,6 +15,8 @@ export const MAX_READ_FILE_BYTES = 256 * 1024;
 /** Output above this many (estimated) tokens is refused with advice to narrow the window. */
 export const MAX_READ_OUTPUT_TOKENS = 25_000;
 const MAX_IMAGE_BYTES = 3_750_000;
+/** A windowed read still reads the file from its start: bounded too (a FIFO or /dev/zero never ends). */
+export const MAX_WINDOWED_READ_BYTES = 64 * 1024 * 1024;
 const BINARY_SNIFF_BYTES = 8_192;
 
 const IMAGE_TYPES: Record<string, string> = {
@@ -65,6 +67,26 @@ export function formatNumberedLines(lines: readonly string[], firstLineNumber: n
     .join('\n');
 }
 
+function readError(e: ReadBoundaryError, filePath: string, cap: number, image: boolean): ToolError {
+  switch (e.code) {
+    case 'not_found':
+      return new ToolError('not_found', `File does not exist: ${filePath}`);
+    case 'is_directory':
+      return new ToolError('is_directory', `${filePath} is a directory. Use Bash ls or Glob to list it.`);
+    case 'too_large':
+      return image
+        ? new ToolError('too_large', `Image is larger than the maximum of ${cap} bytes.`)
+        : new ToolError(
+            'too_large',
+            `File content exceeds maximum allowed size (${Math.round(cap / 1024)}KB). Use offset and limit to read specific portions of the file, or use Grep to search for specific content.`,
+          );
+    case 'not_regular':
+      return new ToolError('not_regular', `${filePath} is not a regular file; Read only reads files.`);
+    default:
+      return new ToolError('outside_boundary', `Refused to read ${filePath}: ${e.message}.`);
+  }
+}
+
 export const readTool = defineTool<ReadInput>({
   name: 'Read',
   description: [
@@ -80,44 +102,30 @@ export const readTool = defineTool<ReadInput>({
   isReadOnly: () => true,
   async call(input, ctx) {
     const path = resolveToolPath(ctx.cwd, input.file_path);
-    let stat: Awaited<ReturnType<typeof fs.stat>>;
-    try {
-      stat = await fs.stat(path);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
-        throw new ToolError('not_found', `File does not exist: ${input.file_path}`);
-      }
-      throw e;
-    }
-    if (stat.isDirectory()) {
-      throw new ToolError(
-        'is_directory',
-        `${input.file_path} is a directory. Use Bash ls or Glob to list it.`,
-      );
-    }
     const ext = extname(path).toLowerCase();
     const mediaType = IMAGE_TYPES[ext];
+    const windowed = input.offset !== undefined || input.limit !== undefined;
+    const cap = mediaType ? MAX_IMAGE_BYTES : windowed ? MAX_WINDOWED_READ_BYTES : MAX_READ_FILE_BYTES;
+    let read: BoundedRead;
+    try {
+      read = await readFileBounded(ctx.readBoundary, path, cap);
+    } catch (e) {
+      if (!(e instanceof ReadBoundaryError)) throw e;
+      throw readError(e, input.file_path, cap, Boolean(mediaType));
+    }
+    const { stat, data: buffer } = read;
     if (mediaType) {
-      if (stat.size > MAX_IMAGE_BYTES) {
-        throw new ToolError('too_large', `Image is ${stat.size} bytes; the maximum is ${MAX_IMAGE_BYTES}.`);
-      }
-      const data = await fs.readFile(path);
       ctx.readFileState.set(path, { mtimeMs: stat.mtimeMs });
       return {
         content: [
-          { type: 'image', source: { type: 'base64', media_type: mediaType, data: data.toString('base64') } },
+          {
+            type: 'image',
+            source: { type: 'base64', media_type: mediaType, data: buffer.toString('base64') },
+          },
         ],
         record: { filePath: path, mtimeMs: stat.mtimeMs },
       };
     }
-    const windowed = input.offset !== undefined || input.limit !== undefined;
-    if (!windowed && stat.size > MAX_READ_FILE_BYTES) {
-      throw new ToolError(
-        'too_large',
-        `File content (${Math.round(stat.size / 1024)}KB) exceeds maximum allowed size (${MAX_READ_FILE_BYTES / 1024}KB). Use offset and limit to read specific portions of the file, or use Grep to search for specific content.`,
-      );
-    }
-    const buffer = await fs.readFile(path);
     if (BINARY_EXTENSIONS.has(ext) || looksBinary(buffer)) {
       throw new ToolError(
         'binary',

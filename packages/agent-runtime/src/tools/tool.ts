@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ImageBlock, TextBlock, ToolDefinition } from '../model/types.js';
+import type { ReadBoundary } from '../sandbox/read-boundary.js';
 import type { ToolSandbox } from '../sandbox/unattended.js';
 
 // What a tool is to the query loop: a zod input schema (which also yields the API definition), read-only
@@ -69,6 +70,11 @@ export interface ToolContext {
    * all), and Write/Edit land only below `sandbox.writableRoot`, through the race-free jailed write.
    */
   sandbox?: ToolSandbox;
+  /**
+   * What Read and Write/Edit's read-before-write may open (sandbox/read-boundary.ts), judged on the opened
+   * inode. Unset: any path, still regular files only, non-blocking and capped.
+   */
+  readBoundary?: ReadBoundary;
 }
 
 export interface ToolOutput {

@@ -59,7 +59,7 @@ export const writeTool = defineTool<WriteInput>({
   isReadOnly: () => false,
   async call(input, ctx) {
     const path = resolveToolPath(ctx.cwd, input.file_path);
-    const existing = await readTextIfExists(path);
+    const existing = await readTextIfExists(path, ctx.readBoundary);
     if (existing !== undefined) await assertReadAndUnchanged(ctx.readFileState, path, existing);
     const mtimeMs = await writeToolFile(ctx, path, input.content);
     const kind = existing === undefined ? 'create' : 'update';

@@ -45,7 +45,7 @@ import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project
 import type { HandlerContext } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
 import { projectWriterLeaseKey } from './extract.js';
-import { pathsForJob } from './job-paths.js';
+import { jobReadBoundary, pathsForJob } from './job-paths.js';
 import { assertModelReachable } from './model-preflight.js';
 
 // dream: consolidate a project's memories with a forked agent (docs/design.md §5, §6; docs/claude-code-memory.md §8).
@@ -285,6 +285,7 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
             maxTurns: DREAM_MAX_TURNS,
             cwd: memoryDir,
             ...(payload.sessionId ? { toolResultsDir: paths.toolResultsDir(payload.sessionId) } : {}),
+            ...(await jobReadBoundary(config, payload)),
             onMessage: async (entry: ChainEntry) => {
               if (entry.type !== 'assistant' || !Array.isArray(entry.message?.content)) return;
               const calls = (entry.message.content as Array<{ type: string }>).filter(

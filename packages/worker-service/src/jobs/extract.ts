@@ -24,7 +24,7 @@ import { type ProjectScope, projectKey } from '@engram/queue/state/tenant-scope'
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
-import { pathsForJob } from './job-paths.js';
+import { jobReadBoundary, pathsForJob } from './job-paths.js';
 
 // extract: turn the messages since the session's cursor into memories with a forked agent (docs/design.md §5, §6),
 // as configuration over the one fork pipeline (@engram/memory-work): the project's writer lease, the job's
@@ -181,6 +181,7 @@ export function createExtractHandler(deps: ExtractDeps) {
             maxTurns: EXTRACT_MAX_TURNS,
             cwd: paths.memoryDir,
             toolResultsDir: paths.toolResultsDir(payload.sessionId),
+            ...(await jobReadBoundary(config, payload)),
           };
         },
         commit: async ({ change }) => {

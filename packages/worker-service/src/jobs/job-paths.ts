@@ -1,5 +1,6 @@
+import { type ReadBoundary, rootsBoundary } from '@engram/agent-runtime/sandbox/read-boundary';
 import { type EngramPaths, engramPathsFromDirNames } from '@engram/memory-core/paths/memory-paths';
-import { tenantHomeDir } from '@engram/tenants/tenant-store';
+import { TenantStore, tenantHomeDir } from '@engram/tenants/tenant-store';
 import type { WorkersConfig } from '../config.js';
 
 // Every job names its project and launch directory by their sanitized names; this worker resolves them under
@@ -17,4 +18,28 @@ export function pathsForJob(
     // A tenant's memory is its own: the operator's ENGRAM_MEMORY_DIR never applies to it.
     memoryDirOverride: payload.tenant ? undefined : config.memoryDirOverride,
   });
+}
+
+/**
+ * What a job's fork may read: for a tenant, its own ENGRAM_HOME area and its workspace (packages/tenants),
+ * nothing else of ENGRAM_HOME; a job without a tenant is not bounded here.
+ */
+export async function readBoundaryForJob(
+  config: Pick<WorkersConfig, 'engramHome'>,
+  payload: { tenant?: string | undefined },
+): Promise<ReadBoundary | undefined> {
+  if (!payload.tenant) return undefined;
+  const home = tenantHomeDir(config.engramHome, payload.tenant);
+  const workspaces = await new TenantStore(config.engramHome).workspaces();
+  const own = workspaces.find((w) => w.id === payload.tenant)?.workspace;
+  return await rootsBoundary(own ? [home, own] : [home]);
+}
+
+/** `readBoundaryForJob` as fork-plan fields (`{}` for a job without a tenant). */
+export async function jobReadBoundary(
+  config: Pick<WorkersConfig, 'engramHome'>,
+  payload: { tenant?: string | undefined },
+): Promise<{ readBoundary?: ReadBoundary }> {
+  const readBoundary = await readBoundaryForJob(config, payload);
+  return readBoundary ? { readBoundary } : {};
 }

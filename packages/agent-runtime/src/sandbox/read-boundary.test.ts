@@ -1,0 +1,163 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readTool } from '../tools/read.js';
+import { ReadFileState, type ToolContext, ToolError } from '../tools/tool.js';
+import { writeTool } from '../tools/write.js';
+import {
+  insideBoundary,
+  type ReadBoundary,
+  ReadBoundaryError,
+  readFileBounded,
+  rootsBoundary,
+} from './read-boundary.js';
+
+let base: string;
+let mine: string;
+let theirs: string;
+let boundary: ReadBoundary;
+
+beforeAll(async () => {
+  base = await fs.realpath(await fs.mkdtemp(join(tmpdir(), 'read-boundary-')));
+  mine = join(base, 'tenant-a');
+  theirs = join(base, 'tenant-b');
+  await fs.mkdir(mine);
+  await fs.mkdir(theirs);
+  await fs.writeFile(join(mine, 'own.md'), 'mine\n');
+  await fs.writeFile(join(theirs, 'secret.md'), 'THEIRS\n');
+  boundary = await rootsBoundary([mine]);
+});
+
+afterAll(async () => {
+  await fs.rm(base, { recursive: true, force: true });
+});
+
+const ctxFor = (readBoundary?: ReadBoundary): ToolContext => ({
+  cwd: mine,
+  readFileState: new ReadFileState(),
+  toolUseId: 't',
+  ...(readBoundary ? { readBoundary } : {}),
+});
+
+async function codeOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'ok';
+  } catch (e) {
+    if (e instanceof ReadBoundaryError || e instanceof ToolError) return e.code;
+    throw e;
+  }
+}
+
+describe('readFileBounded', () => {
+  it("reads the tenant's own file and refuses another tenant's, directly or through a link", async () => {
+    expect((await readFileBounded(boundary, join(mine, 'own.md'), 1024)).data.toString()).toBe('mine\n');
+    expect(await codeOf(readFileBounded(boundary, join(theirs, 'secret.md'), 1024))).toBe('outside_boundary');
+    await fs.symlink(join(theirs, 'secret.md'), join(mine, 'link.md'));
+    await fs.symlink(theirs, join(mine, 'dirlink'));
+    expect(await codeOf(readFileBounded(boundary, join(mine, 'link.md'), 1024))).toBe('outside_boundary');
+    expect(await codeOf(readFileBounded(boundary, join(mine, 'dirlink', 'secret.md'), 1024))).toBe(
+      'outside_boundary',
+    );
+    // A link that stays inside is fine: the inode is judged, not the name.
+    await fs.symlink(join(mine, 'own.md'), join(mine, 'inner.md'));
+    expect((await readFileBounded(boundary, join(mine, 'inner.md'), 1024)).data.toString()).toBe('mine\n');
+  });
+
+  it('caps on the bytes read, not on stat.size (a /proc file reports size 0)', async () => {
+    const status = '/proc/self/status';
+    expect((await fs.stat(status)).size).toBe(0);
+    expect(await codeOf(readFileBounded(undefined, status, 16))).toBe('too_large');
+    expect((await readFileBounded(undefined, status, 1 << 20)).data.length).toBeGreaterThan(16);
+  });
+
+  it('refuses devices and FIFOs without blocking, and other reads proceed meanwhile', async () => {
+    expect(await codeOf(readFileBounded(undefined, '/dev/zero', 1024))).toBe('not_regular');
+    const fifos = await Promise.all(
+      Array.from({ length: 8 }, async (_, i) => {
+        const path = join(mine, `pipe-${i}`);
+        execFileSync('mkfifo', [path]);
+        return path;
+      }),
+    );
+    // Eight FIFOs (more than the libuv pool's four threads) then a normal read: all answer promptly.
+    const results = await Promise.all([
+      ...fifos.map((f) => codeOf(readFileBounded(boundary, f, 1024))),
+      codeOf(readFileBounded(boundary, join(mine, 'own.md'), 1024)),
+    ]);
+    expect(results).toEqual([...fifos.map(() => 'not_regular'), 'ok']);
+  });
+
+  it('local boundary: anything but /proc, /sys, /dev and other homes', () => {
+    const local: ReadBoundary = { kind: 'local', ownHome: '/home/me' };
+    expect(insideBoundary(local, '/tmp/x')).toBe(true);
+    expect(insideBoundary(local, '/home/me/notes.md')).toBe(true);
+    expect(insideBoundary(local, '/proc/1/environ')).toBe(false);
+    expect(insideBoundary(local, '/sys/kernel')).toBe(false);
+    expect(insideBoundary(local, '/dev/zero')).toBe(false);
+    expect(insideBoundary(local, '/home/other/.ssh/id_ed25519')).toBe(false);
+    expect(insideBoundary(local, '/root/.ssh/id_ed25519')).toBe(false);
+  });
+});
+
+describe('Read and Write with a read boundary', () => {
+  it('Read: own file works, another tenant and /proc/self/environ are refused', async () => {
+    const own = await readTool.call({ file_path: join(mine, 'own.md') }, ctxFor(boundary));
+    expect(own.content).toContain('mine');
+    expect(await codeOf(readTool.call({ file_path: join(theirs, 'secret.md') }, ctxFor(boundary)))).toBe(
+      'outside_boundary',
+    );
+    expect(await codeOf(readTool.call({ file_path: '/proc/self/environ' }, ctxFor(boundary)))).toBe(
+      'outside_boundary',
+    );
+    expect(await codeOf(readTool.call({ file_path: '/proc/self/environ' }, ctxFor({ kind: 'local' })))).toBe(
+      'outside_boundary',
+    );
+  });
+
+  it("Write's read-before-write of a FIFO fails fast instead of blocking", async () => {
+    const fifo = join(mine, 'write-pipe');
+    execFileSync('mkfifo', [fifo]);
+    expect(await codeOf(writeTool.call({ file_path: fifo, content: 'x' }, ctxFor(boundary)))).toBe(
+      'not_regular',
+    );
+  });
+
+  it('a symlink flipped between inside and another tenant while Read runs: 0 escapes in 1,000 reads', async () => {
+    const target = join(mine, 'flip.md');
+    const inside = join(mine, 'own.md');
+    const outside = join(theirs, 'secret.md');
+    // The flipper is another process: it swaps the link's target as fast as it can (rename is atomic).
+    const flipper = spawn(
+      'sh',
+      [
+        '-c',
+        `while :; do ln -sfn "${inside}" "${target}.i" && mv -fT "${target}.i" "${target}"; ln -sfn "${outside}" "${target}.o" && mv -fT "${target}.o" "${target}"; done`,
+      ],
+      { stdio: 'ignore' },
+    );
+    try {
+      let escapes = 0;
+      let ok = 0;
+      let refused = 0;
+      for (let i = 0; i < 1000; i++) {
+        try {
+          const out = await readTool.call({ file_path: target }, ctxFor(boundary));
+          if (String(out.content).includes('THEIRS')) escapes++;
+          else ok++;
+        } catch (e) {
+          if (!(e instanceof ToolError)) throw e;
+          refused++;
+        }
+      }
+      expect(escapes).toBe(0);
+      // Positive control: the race really ran both ways (reads inside succeeded, the outside ones refused).
+      expect(ok).toBeGreaterThan(0);
+      expect(refused).toBeGreaterThan(0);
+    } finally {
+      flipper.kill('SIGKILL');
+    }
+  }, 120_000);
+});
