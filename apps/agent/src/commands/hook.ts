@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
@@ -84,14 +85,14 @@ export async function runHook(config: AgentConfig, event: HookEvent, inputText: 
   try {
     switch (event) {
       case 'Stop':
-        return await stop(memory, ref, input);
+        return await stop(config, memory, ref, input);
       case 'UserPromptSubmit':
         return await userPromptSubmit(memory, ref, input);
       case 'SessionStart':
         return await sessionStart(config, memory, ref);
       case 'PreCompact':
       case 'SessionEnd':
-        return await handOver(memory, ref, input, event);
+        return await handOver(config, memory, ref, input, event);
     }
   } finally {
     await memory.close().catch(() => {});
@@ -114,15 +115,50 @@ function describe(status: { status: string; reason?: string; jobId?: string }): 
   return `${status.status}${status.reason ? `: ${status.reason}` : ''}`;
 }
 
-async function stop(memory: MemoryQueue, ref: SessionRef, input: HookInput): Promise<HookResult> {
+/**
+ * The fork repeats its parent's system prompt and tools (cache-safe parameters, saved beside the transcript);
+ * Claude Code keeps its own to itself, so a Claude Code session's forks get Engram's tools and a short system
+ * prompt, written once per session. Only the first Stop of a session pays for loading the tool registry.
+ */
+export async function ensureClaudeCodeParams(config: AgentConfig, transcriptPath: string): Promise<void> {
+  const { cacheSafeParamsPathFor, saveCacheSafeParams } = await import(
+    '@engram/agent-runtime/fork/cache-safe-params'
+  );
+  const path = cacheSafeParamsPathFor(transcriptPath);
+  if (existsSync(path)) return;
+  const { defaultTools, toolDefinitions } = await import('@engram/agent-runtime/tools/registry');
+  await saveCacheSafeParams(path, {
+    model: config.model,
+    system: [
+      {
+        type: 'text',
+        text: 'You are reviewing a Claude Code session (its transcript follows) to maintain its long-term memory.',
+      },
+    ],
+    tools: toolDefinitions(defaultTools()),
+    maxTokens: config.maxOutputTokens,
+  });
+}
+
+async function stop(
+  config: AgentConfig,
+  memory: MemoryQueue,
+  ref: SessionRef,
+  input: HookInput,
+): Promise<HookResult> {
   const { entries, leaf } = await readSettled(input.transcript_path, STOP_SETTLE_MS);
   if (!leaf) return { stdout: '', note: 'engram: no message in the transcript yet; nothing to extract.' };
+  await ensureClaudeCodeParams(config, input.transcript_path);
   const chain = buildChain(entries, leaf.leafUuid).live as ChainEntry[];
-  const status = await memory.afterTurn(ref, lastTurn(chain), leaf);
+  const status = await memory.afterTurn(ref, lastTurn(chain), {
+    leafUuid: leaf.leafUuid,
+    leafSeq: leaf.leafSeq,
+  });
   return { stdout: '', note: `engram: memory extraction ${describe(status)}` };
 }
 
 async function handOver(
+  config: AgentConfig,
   memory: MemoryQueue,
   ref: SessionRef,
   input: HookInput,
@@ -130,9 +166,13 @@ async function handOver(
 ): Promise<HookResult> {
   const { entries, leaf } = await readSettled(input.transcript_path, 0);
   if (!leaf) return { stdout: '', note: 'engram: no message in the transcript yet; nothing to hand over.' };
+  await ensureClaudeCodeParams(config, input.transcript_path);
   const chain = buildChain(entries, leaf.leafUuid).live as ChainEntry[];
   // The last turn's extraction (its Stop may have seen the transcript before its last entries landed) ...
-  const extract = await memory.afterTurn(ref, lastTurn(chain), leaf);
+  const extract = await memory.afterTurn(ref, lastTurn(chain), {
+    leafUuid: leaf.leafUuid,
+    leafSeq: leaf.leafSeq,
+  });
   // ... and the session's notes, forced: compaction or the end of the session is the last chance for them.
   const notes = await memory.enqueue('session-memory', {
     sessionId: ref.sessionId,
