@@ -382,6 +382,20 @@ program
     setExit(await hookCommand(cfg, event as never, await readStdin(), stdio));
   });
 
+program
+  .command('setup <agent>')
+  .description("write Engram's hooks into an agent's settings (claude-code: ~/.claude/settings.json)")
+  .option('--uninstall', "remove Engram's hooks (and only those)")
+  .action(async (agent: string, opts) => {
+    if (agent !== 'claude-code') {
+      process.stderr.write(`engram setup: unknown agent ${agent} (known: claude-code)\n`);
+      setExit(EXIT.usage);
+      return;
+    }
+    const { setupClaudeCodeCommand } = await import('../commands/setup.js');
+    setExit(await setupClaudeCodeCommand({ uninstall: !!opts.uninstall }, stdio));
+  });
+
 async function main(): Promise<void> {
   // `engram … | head`: a closed stdout is not an error; exit quietly (exit hooks still stop child servers).
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {
