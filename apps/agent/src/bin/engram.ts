@@ -358,6 +358,44 @@ tenants
     setExit(await tenantsCommand(config(), { kind: 'revoke', name }, stdio));
   });
 
+program
+  .command('hook <event>')
+  .description(
+    "answer one Claude Code hook (SessionStart, UserPromptSubmit, Stop, PreCompact, SessionEnd): reads the hook's JSON on stdin; always exits 0",
+  )
+  .action(async (event: string) => {
+    const { HOOK_EVENTS } = await import('@engram/memory-core/hooks/claude-code-hook');
+    const { claudeHome, hookCommand, readStdin } = await import('../commands/hook.js');
+    if (!(HOOK_EVENTS as readonly string[]).includes(event)) {
+      // An unknown event is Claude Code's newer protocol, not the person's mistake: say so, never block.
+      process.stderr.write(`engram hook: no handler for ${event}; nothing done.\n`);
+      return;
+    }
+    let cfg: AgentConfig;
+    try {
+      // Hooks serve Claude Code: its config directory is the memory home unless ENGRAM_HOME says otherwise.
+      cfg = loadAgentConfig({ ...process.env, ENGRAM_HOME: process.env.ENGRAM_HOME || claudeHome() });
+    } catch (error) {
+      process.stderr.write(`engram hook ${event}: ${(error as Error).message}; nothing done.\n`);
+      return;
+    }
+    setExit(await hookCommand(cfg, event as never, await readStdin(), stdio));
+  });
+
+program
+  .command('setup <agent>')
+  .description("write Engram's hooks into an agent's settings (claude-code: ~/.claude/settings.json)")
+  .option('--uninstall', "remove Engram's hooks (and only those)")
+  .action(async (agent: string, opts) => {
+    if (agent !== 'claude-code') {
+      process.stderr.write(`engram setup: unknown agent ${agent} (known: claude-code)\n`);
+      setExit(EXIT.usage);
+      return;
+    }
+    const { setupClaudeCodeCommand } = await import('../commands/setup.js');
+    setExit(await setupClaudeCodeCommand({ uninstall: !!opts.uninstall }, stdio));
+  });
+
 async function main(): Promise<void> {
   // `engram … | head`: a closed stdout is not an error; exit quietly (exit hooks still stop child servers).
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {
