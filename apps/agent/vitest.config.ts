@@ -1,3 +1,8 @@
+import { mergeConfig } from 'vitest/config';
 import { engramVitestConfig } from '../../vitest.shared.js';
 
-export default engramVitestConfig({ redis: true, postgres: true });
+// eventsource-parser (under the MCP SDK's HTTP client) publishes a `source` export condition pointing at its
+// TypeScript; inlining the SDK and it lets Vite compile it instead of Node loading a .ts file.
+export default mergeConfig(engramVitestConfig({ redis: true, postgres: true }), {
+  test: { server: { deps: { inline: [/@modelcontextprotocol\/sdk/, 'eventsource-parser'] } } },
+});

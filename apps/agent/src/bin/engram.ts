@@ -307,6 +307,14 @@ program
   );
 
 program
+  .command('mcp')
+  .description("MCP server over stdio for this project's memories (search, list, read, save, forget)")
+  .option('--cwd <dir>', 'project directory')
+  .action(async (opts) =>
+    setExit(await (await import('../commands/mcp.js')).mcpCommand(config(), { cwd: cwdOf(opts) })),
+  );
+
+program
   .command('serve')
   .description('hosted HTTP API for tenants: sessions, streamed turns, memory (see /openapi.json)')
   .option('--port <port>', 'port', port, 8080)

@@ -13,6 +13,7 @@ import { serve } from '@hono/node-server';
 import { z } from 'zod';
 import type { AgentConfig } from '../config.js';
 import { createHostedApp, type ExtraRoute, type HostedApp } from '../server/hosted-app.js';
+import { MCP_ROUTES } from '../server/mcp-route.js';
 import { EXIT, type Output } from './output.js';
 import { waitForSignal } from './workers.js';
 
@@ -87,7 +88,7 @@ export async function startServer(
     ...r,
     acceptsTeamSyncKey: true,
   }));
-  const routes = [...(opts.routes ?? []), ...teamRoutes];
+  const routes = [...(opts.routes ?? []), ...MCP_ROUTES, ...teamRoutes];
   const hosted = createHostedApp({
     config,
     maxBodyBytes: settings.ENGRAM_SERVE_MAX_BODY_BYTES,

@@ -1,0 +1,47 @@
+import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
+import { createMemoryServer } from '@engram/memory-mcp/memory-server';
+import { resolveTenantCwd } from '@engram/tenants/tenant-store';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { ExtraRoute } from './hosted-app.js';
+
+// `/mcp` on `engram serve`: the memory MCP server over Streamable HTTP, behind the tenant key like /v1. The
+// memory directory comes from the authenticated tenant and a `?cwd=` project inside its workspace (the same
+// rule as GET /v1/memory); no tool argument can name another directory. Stateless: one server per request.
+
+function refuse(res: import('node:http').ServerResponse, status: number, code: string, message: string) {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ error: { code, message } }));
+}
+
+const handler: ExtraRoute['handler'] = async (req, res, { tenant, url }) => {
+  const cwdParam = url.searchParams.get('cwd');
+  if (!cwdParam)
+    return refuse(res, 400, 'INVALID_REQUEST', 'Pass the project directory as /mcp?cwd=/abs/path.');
+  const cwd = await resolveTenantCwd(tenant, cwdParam);
+  if (!cwd) {
+    return refuse(
+      res,
+      403,
+      'CWD_OUTSIDE_WORKSPACE',
+      `cwd ${cwdParam} is not a directory inside this tenant's workspace.`,
+    );
+  }
+  const paths = await resolveEngramPaths({ engramHome: tenant.home, cwd });
+  const server = createMemoryServer({ memoryDir: paths.memoryDir });
+  const transport = new StreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: true,
+  });
+  res.on('close', () => {
+    void transport.close();
+    void server.close();
+  });
+  await server.connect(transport);
+  await transport.handleRequest(req, res);
+};
+
+export const MCP_ROUTES: readonly ExtraRoute[] = (['POST', 'GET', 'DELETE'] as const).map((method) => ({
+  method,
+  path: '/mcp',
+  handler,
+}));
