@@ -338,8 +338,9 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     const paths = await resolveEngramPaths({ engramHome: tenant.home, cwd });
     const { memories, problems } = await listMemories(paths.memoryDir);
     return c.json({
+      // The CLI's shape (`engram memory list --json`), less the host's absolute paths.
       memories: memories.map(({ path: _abs, ...m }) => m),
-      problems: problems.length,
+      problems: problems.map(({ filePath: _abs, ...p }) => p),
     });
   });
 
