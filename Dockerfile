@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # Multi-stage build of the whole workspace: `build` compiles every package, `runtime` keeps production
 # dependencies and compiled output only.
 FROM node:20-bookworm-slim AS build

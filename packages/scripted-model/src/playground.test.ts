@@ -75,4 +75,73 @@ describe('playground model', () => {
     expect(textOut.startsWith(PLAYGROUND_LABEL)).toBe(true);
     expect(textOut).toContain('From memory: Never deploy on Fridays.');
   });
+
+  it('does not wait for the selector timeout when the selector answered before the prompt arrived', async () => {
+    // A responder whose bound is far longer than the test's own timeout: waiting for it fails the test.
+    const slow = await startModelServer({ fallback: playgroundResponder({ recallWaitMs: 60_000 }) });
+    try {
+      const sdk = new Anthropic({ apiKey: 'playground', baseURL: slow.url, maxRetries: 0 });
+      const prompt = 'How do we deploy the payments service?';
+      await sdk.messages.create({
+        model: 'm',
+        max_tokens: 100,
+        messages: [
+          {
+            role: 'user',
+            content: `Query: ${prompt}\n\nAvailable memories:\n- [feedback] feedback_deploy.md (2026-11-30T00:00:00.000Z): Never deploy on Fridays.`,
+          },
+        ],
+        output_config: { format: { type: 'json_schema', schema: { type: 'object' } } },
+      } as never);
+      const turn = await sdk.messages.create({
+        model: 'm',
+        max_tokens: 100,
+        tools: [{ name: 'Glob', description: 'glob', input_schema: { type: 'object' } }],
+        messages: [
+          {
+            role: 'user',
+            content: `<system-reminder>\n# MEMORY.md\n- [Deploy](feedback_deploy.md) — never on Fridays\n</system-reminder>\n${prompt}`,
+          },
+        ],
+      });
+      expect(turn.content.find((b) => b.type === 'tool_use')).toMatchObject({ name: 'Glob' });
+    } finally {
+      await slow.close();
+    }
+  }, 20_000);
+
+  it('wakes a waiting prompt when its selector answers after it', async () => {
+    const slow = await startModelServer({ fallback: playgroundResponder({ recallWaitMs: 60_000 }) });
+    try {
+      const sdk = new Anthropic({ apiKey: 'playground', baseURL: slow.url, maxRetries: 0 });
+      const prompt = 'Which database do we use?';
+      const turn = sdk.messages.create({
+        model: 'm',
+        max_tokens: 100,
+        tools: [{ name: 'Glob', description: 'glob', input_schema: { type: 'object' } }],
+        messages: [
+          {
+            role: 'user',
+            content: `<system-reminder>\n- [DB](project_db.md) — Postgres\n</system-reminder>\n${prompt}`,
+          },
+        ],
+      });
+      // The turn is waiting; the selector's answer for the same prompt releases it.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sdk.messages.create({
+        model: 'm',
+        max_tokens: 100,
+        messages: [
+          {
+            role: 'user',
+            content: `Query: ${prompt}\n\nAvailable memories:\n- [project] project_db.md (2026-11-30T00:00:00.000Z): Postgres`,
+          },
+        ],
+        output_config: { format: { type: 'json_schema', schema: { type: 'object' } } },
+      } as never);
+      expect((await turn).content.find((b) => b.type === 'tool_use')).toMatchObject({ name: 'Glob' });
+    } finally {
+      await slow.close();
+    }
+  }, 20_000);
 });

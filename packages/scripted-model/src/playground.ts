@@ -122,8 +122,7 @@ function words(value: string): Set<string> {
 /** The recall selector: each listed memory ("- [type] file (time): description") sharing a word with the query. */
 function select(r: RecordedRequest): ScriptStep {
   const message = textOf(r.body.messages.at(-1)?.content ?? '');
-  const query = /Query: ([\s\S]*?)\n\nAvailable memories:/.exec(message)?.[1] ?? '';
-  const wanted = words(query);
+  const wanted = words(selectorQuery(r));
   const chosen: string[] = [];
   for (const line of message.split('\n')) {
     const m = /^- (?:\[[a-z]+\] )?(\S+\.md) \([^)]*\)(?:: (.*))?$/.exec(line);
@@ -185,28 +184,73 @@ function isNewPrompt(r: RecordedRequest): boolean {
   return !!last && last.role === 'user' && blocksOf(last.content).every((b) => b.type !== 'tool_result');
 }
 
+/**
+ * A prompt and its selector query, compared by their opening: the query is the prompt capped (head and tail)
+ * and redacted, so only its start is the prompt's own text in the common case.
+ */
+function promptKey(value: string): string {
+  return value.replace(/\s+/g, ' ').trim().slice(0, 48);
+}
+
+/** The query of a recall selector request ("Query: …" before the manifest). */
+function selectorQuery(r: RecordedRequest): string {
+  const message = textOf(r.body.messages.at(-1)?.content ?? '');
+  return /Query: ([\s\S]*?)\n\nAvailable memories:/.exec(message)?.[1] ?? '';
+}
+
+/** How many selector answers the responder remembers for prompts whose main request has not arrived yet. */
+const ANSWERED_KEPT = 256;
+
 /** The playground's responder for a `startModelServer({ fallback })`. */
 export function playgroundResponder(options: { recallWaitMs?: number } = {}): Responder {
   // Recall runs beside the main model and is injected before the agent's next model call. A real model is
   // slower than the small one; the playground's first reply to a prompt waits (bounded) for the selector and
   // then looks around once (a Glob), so the recalled memory is in context when it answers.
-  let waiters: Array<() => void> = [];
-  const selectorAnswered = () => {
-    const ready = waiters;
-    waiters = [];
-    for (const w of ready) w();
+  // The selector often answers before the main request arrives (they are sent together), so its answer is
+  // remembered by query: a prompt whose selector already answered does not wait at all.
+  const answered = new Map<string, number>();
+  let waiters: Array<{ key: string; resolve: () => void }> = [];
+  const selectorAnswered = (key: string) => {
+    const waiting = waiters.find((w) => w.key === key);
+    if (waiting) {
+      waiters = waiters.filter((w) => w !== waiting);
+      waiting.resolve();
+      return;
+    }
+    answered.set(key, (answered.get(key) ?? 0) + 1);
+    while (answered.size > ANSWERED_KEPT) answered.delete(answered.keys().next().value as string);
+  };
+  const takeAnswered = (key: string): boolean => {
+    const count = answered.get(key);
+    if (!count) return false;
+    if (count === 1) answered.delete(key);
+    else answered.set(key, count - 1);
+    return true;
   };
   return async (r: RecordedRequest) => {
     if (r.body.output_config?.format) {
-      setTimeout(selectorAnswered, 0);
+      const key = promptKey(selectorQuery(r));
+      setTimeout(() => selectorAnswered(key), 0);
       return select(r);
     }
     if (JSON.stringify(r.body.messages).includes(EXTRACTION_MARKER)) return extract(r);
     if (isNewPrompt(r) && hasIndexEntries(r) && recalledMemories(r).length === 0 && r.body.tools?.length) {
-      await Promise.race([
-        new Promise<void>((resolve) => waiters.push(resolve)),
-        new Promise((resolve) => setTimeout(resolve, options.recallWaitMs ?? 5_000)),
-      ]);
+      const key = promptKey(userStatements(r).at(-1) ?? '');
+      if (!takeAnswered(key)) {
+        let waiter: { key: string; resolve: () => void } | undefined;
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          new Promise<void>((resolve) => {
+            waiter = { key, resolve };
+            waiters.push(waiter);
+          }),
+          new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, options.recallWaitMs ?? 5_000);
+          }),
+        ]);
+        clearTimeout(timer);
+        waiters = waiters.filter((w) => w !== waiter);
+      }
       return {
         ...reply(text('Let me look at the project first.'), toolUse('Glob', { pattern: '*' })),
         latencyMs: 300,

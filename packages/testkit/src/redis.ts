@@ -3,8 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { findRedisServer, type LocalRedis, startLocalRedis } from '@engram/queue/local-redis';
 
-// Provides a real Redis for tests, in the order docs/design.md §9 gives: REDIS_URL, else a Testcontainers Redis when a
-// container engine answers, else a redis-server binary on a free port, else a failure that says what to do.
+// Provides a real Redis for tests: REDIS_URL, else a redis-server binary on PATH on a free port, else a
+// Testcontainers Redis when a container engine answers (first when TESTKIT_PREFER_CONTAINERS=1), else a failure
+// that says what to do. README.md's Tests section states this order.
 
 export type RedisSource = 'env' | 'testcontainers' | 'redis-server';
 

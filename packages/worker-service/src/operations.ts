@@ -123,6 +123,23 @@ export async function readReconcileRun(state: StateStore): Promise<ReconcileRun 
   return state.getJson<ReconcileRun>(RECONCILE_RUN_KEY);
 }
 
+export const WORKERS_MODEL_KEY = 'workers:model';
+
+/** Whether the most recently started worker service has a model (recorded at its start, read by doctor). */
+export interface WorkersModel {
+  configured: boolean;
+  startedAtMs: number;
+  queues: string[];
+}
+
+export async function recordWorkersModel(state: StateStore, model: WorkersModel): Promise<void> {
+  await state.setJson(WORKERS_MODEL_KEY, model);
+}
+
+export async function readWorkersModel(state: StateStore): Promise<WorkersModel | undefined> {
+  return state.getJson<WorkersModel>(WORKERS_MODEL_KEY);
+}
+
 export interface OperationsReport {
   atMs: number;
   outboxMaxAgeMs: number;

@@ -8,9 +8,10 @@ import { OPERATOR_TENANT, recordCost, type UsageLike } from '@engram/queue/state
 import { createJobWaker, createJobWorker, type JobHandler, type JobWaker } from '@engram/queue/worker';
 import type { WorkersConfig } from './config.js';
 import { type RunningHttpServer, startHttpServer } from './http/server.js';
+import { isModelConfigured } from './jobs/model-preflight.js';
 import type { Logger } from './logger.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
-import { operationsReport } from './operations.js';
+import { operationsReport, recordWorkersModel } from './operations.js';
 
 // The worker service: one BullMQ worker per job kind (so recall never waits behind a consolidation), plus the
 // HTTP side (health, metrics, dashboard) and a shutdown that lets active jobs finish up to a deadline.
@@ -66,6 +67,12 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
     config: config.backend,
     profile: 'worker',
     namespace: config.namespace,
+  });
+  // For `engram doctor`, which runs elsewhere and cannot see the workers' environment.
+  await recordWorkersModel(engine.state, {
+    configured: isModelConfigured(config.anthropic),
+    startedAtMs: Date.now(),
+    queues: [...config.queues],
   });
   const metrics = createWorkerMetrics();
   const waker = createJobWaker(engine);

@@ -335,6 +335,7 @@ tenants
   .description('add a tenant owning a workspace; prints its API key (once) on the last line of stdout')
   .requiredOption('--workspace <dir>', 'directory every session of the tenant must run inside')
   .option('--allowed-tools <list>', 'tools served turns may use unattended (default "Read,Grep,Glob")')
+  .option('--create', 'create the workspace directory when it does not exist yet')
   .action(async (name, opts) => {
     const { tenantsCommand } = await import('../commands/tenants.js');
     const allowedTools = opts.allowedTools
@@ -345,7 +346,13 @@ tenants
     setExit(
       await tenantsCommand(
         config(),
-        { kind: 'add', name, workspace: resolve(opts.workspace), ...(allowedTools ? { allowedTools } : {}) },
+        {
+          kind: 'add',
+          name,
+          workspace: resolve(opts.workspace),
+          create: !!opts.create,
+          ...(allowedTools ? { allowedTools } : {}),
+        },
         stdio,
       ),
     );

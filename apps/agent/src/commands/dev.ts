@@ -73,8 +73,8 @@ export async function devCommand(config: AgentConfig, opts: DevOptions, io: Outp
         ...stack.notes.map((n) => `  note         : ${n}`),
         '',
         model
-          ? 'In another terminal: engram run -p "Always use pnpm here, never npm." then engram run -p "Should I use npm or pnpm here?" (no key needed: they use the scripted model, which recalls memories that share a word with the prompt).'
-          : 'In another terminal: engram run -p "…" (it finds this stack automatically), or `engram chat`.',
+          ? 'In another terminal: npx engram run -p "Always use pnpm here, never npm." then npx engram run -p "Should I use npm or pnpm here?" (no key needed: they use the scripted model, which recalls memories that share a word with the prompt).'
+          : 'In another terminal: npx engram run -p "…" (it finds this stack automatically), or `npx engram chat`.',
         'Press Ctrl-C to stop.',
       ].join('\n'),
     );

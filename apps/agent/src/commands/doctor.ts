@@ -8,6 +8,7 @@ import {
   DEFAULT_OUTBOX_MAX_AGE_MS,
   operationsChecks,
   operationsReport,
+  readWorkersModel,
   scanOutboxes,
 } from '@engram/worker-service/operations';
 import type { AgentConfig } from '../config.js';
@@ -154,6 +155,17 @@ export async function runDoctorChecks(config: AgentConfig, opts: DoctorOptions =
                 fix: 'start them: `engram workers` (or `engram dev`, or `docker compose up workers`)',
               },
         );
+      }
+      // The workers' own model (their environment, recorded at their start): without one every memory job
+      // fails, however many workers fetch.
+      const workersModel = await readWorkersModel(memory.engine.state).catch(() => undefined);
+      if (workersModel && !workersModel.configured) {
+        lines.push({
+          ok: false,
+          name: 'workers: model',
+          detail: `no model configured: the workers started ${new Date(workersModel.startedAtMs).toISOString()} have no ANTHROPIC_API_KEY and no ANTHROPIC_BASE_URL, so extraction, session notes and consolidation fail`,
+          fix: 'set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL) where the workers run and restart them (or `engram dev --scripted-model`)',
+        });
       }
       // Outboxes and the reconcile sweep's last run (recorded in the engine's state by the workers).
       lines.push(

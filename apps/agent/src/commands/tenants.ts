@@ -1,3 +1,4 @@
+import { mkdir } from 'node:fs/promises';
 import { TenantError, TenantStore } from '@engram/tenants/tenant-store';
 import type { AgentConfig } from '../config.js';
 import { EXIT, type Output } from './output.js';
@@ -7,7 +8,7 @@ import { EXIT, type Output } from './output.js';
 export async function tenantsCommand(
   config: AgentConfig,
   action:
-    | { kind: 'add'; name: string; workspace: string; allowedTools?: string[] }
+    | { kind: 'add'; name: string; workspace: string; allowedTools?: string[]; create?: boolean }
     | { kind: 'list'; json: boolean }
     | { kind: 'revoke'; name: string },
   io: Output,
@@ -15,6 +16,9 @@ export async function tenantsCommand(
   const store = new TenantStore(config.engramHome);
   try {
     if (action.kind === 'add') {
+      // `--create`: a fresh host (or compose volume) has no workspace directory yet; the store still takes
+      // only an existing directory, so without the flag a mistyped path is an error, not a new directory.
+      if (action.create) await mkdir(action.workspace, { recursive: true });
       const { tenant, key } = await store.add(action.name, action.workspace, {
         ...(action.allowedTools ? { allowedTools: action.allowedTools } : {}),
       });

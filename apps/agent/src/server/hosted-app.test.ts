@@ -633,6 +633,7 @@ describe('engram serve: authentication and tenant isolation', () => {
     });
     // biome-ignore lint/suspicious/noExplicitAny: JSON answers of the API under test
     expect(memories.body.memories.map((m: any) => m.file)).toEqual(['project_deploys.md']);
+    expect(memories.body.problems).toEqual([]);
     expect(
       (await call(url, `/v1/memory?cwd=${encodeURIComponent(acme.tenant.workspace)}`, { key: rival.key }))
         .status,
@@ -645,6 +646,14 @@ describe('engram serve: authentication and tenant isolation', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(receipts.body.receipts[0].memories[0].path).toBe('project_deploys.md');
+    // A file that is not a valid memory is listed as a problem, in the CLI's shape, without the host's path.
+    writeFileSync(join(paths.memoryDir, 'bad.md'), '---\nname: [\n---\n');
+    const listed = await call(url, `/v1/memory?cwd=${encodeURIComponent(acme.tenant.workspace)}`, {
+      key: acme.key,
+    });
+    expect(listed.body.problems).toEqual([
+      { filename: 'bad.md', code: 'YAML_INVALID', message: expect.any(String) },
+    ]);
     // The workers add the extraction fork's tokens to the tenant's ledger when its job completes.
     let usage = await call(url, '/v1/usage', { key: acme.key });
     for (let i = 0; i < 100 && !usage.body.kinds.extract; i++) {

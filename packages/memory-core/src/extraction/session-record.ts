@@ -108,3 +108,35 @@ export async function drainOutbox(
   else await writeFileAtomic(outboxPath(sessionDir), `${JSON.stringify({ version: 1, items: remaining })}\n`);
   return { handed, left: remaining.length };
 }
+
+// The extraction cursor, kept on disk beside the transcript as well as in the queue engine's state: a worker
+// service in another namespace or on another engine (`engram demo`'s own stack, a restarted dev Redis) sees
+// what a finished extraction covered, so its sweep never extracts that range again.
+export const EXTRACTED_FILENAME = 'memory-extracted.json';
+
+export const extractedMark = z.object({
+  version: z.literal(1),
+  leafUuid: z.string().min(1),
+  leafSeq: z.number().int().nonnegative(),
+});
+export type ExtractedMark = z.infer<typeof extractedMark>;
+
+export async function readExtractedMark(sessionDir: string): Promise<ExtractedMark | undefined> {
+  const parsed = extractedMark.safeParse(await readJson(join(sessionDir, EXTRACTED_FILENAME)));
+  return parsed.success ? parsed.data : undefined;
+}
+
+/** Moves the on-disk cursor forward to `leaf` (never back); false when it already covers it. */
+export async function advanceExtractedMark(
+  sessionDir: string,
+  leaf: { leafUuid: string; leafSeq: number },
+): Promise<boolean> {
+  const current = await readExtractedMark(sessionDir);
+  if (current && current.leafSeq >= leaf.leafSeq) return false;
+  await fs.mkdir(sessionDir, { recursive: true });
+  await writeFileAtomic(
+    join(sessionDir, EXTRACTED_FILENAME),
+    `${JSON.stringify({ version: 1, leafUuid: leaf.leafUuid, leafSeq: leaf.leafSeq })}\n`,
+  );
+  return true;
+}

@@ -9,6 +9,7 @@ import {
   hasMemoryWritesSince,
   isMemoryPathSync,
 } from '@engram/memory-core/extraction/memory-writes';
+import { advanceExtractedMark, readExtractedMark } from '@engram/memory-core/extraction/session-record';
 import { loadMemoryIndex } from '@engram/memory-core/memdir/index-file';
 import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
 import { formatMemoryManifest, type MemoryHeader, scanMemoryDir } from '@engram/memory-core/memdir/scan';
@@ -61,7 +62,21 @@ export function createExtractHandler(deps: ExtractDeps) {
     });
     const paths = pathsForJob(config, payload);
     const state = new SessionState(engine.state, payload, { ttlMs: config.sessionStateTtlMs });
-    const [cursor, latest] = await Promise.all([state.extractCursor(), state.latestExtractRequest()]);
+    const sessionDir = paths.sessionDir(payload.sessionId);
+    const [stateCursor, diskCursor, latest] = await Promise.all([
+      state.extractCursor(),
+      readExtractedMark(sessionDir),
+      state.latestExtractRequest(),
+    ]);
+    // The further of the engine's cursor and the one beside the transcript (another namespace's finished job).
+    const cursor: TranscriptCursor | undefined =
+      diskCursor && (!stateCursor || diskCursor.leafSeq > stateCursor.leafSeq)
+        ? { leafUuid: diskCursor.leafUuid, leafSeq: diskCursor.leafSeq }
+        : stateCursor;
+    const advance = async (to: TranscriptCursor) => {
+      await state.advanceExtractCursor(to);
+      await advanceExtractedMark(sessionDir, to);
+    };
     const requested: TranscriptCursor = { leafUuid: payload.leafUuid, leafSeq: payload.leafSeq };
     let target = latest && latest.leafSeq > requested.leafSeq ? latest : requested;
     const base = { sessionId: payload.sessionId, fromSeq: cursor?.leafSeq ?? 0, toSeq: target.leafSeq };
@@ -116,13 +131,13 @@ export function createExtractHandler(deps: ExtractDeps) {
 
     // The agent itself wrote memory since the cursor: that range is covered; extraction would duplicate it.
     if (hasMemoryWritesSince(chain, cursor?.leafUuid, isMemoryPath)) {
-      await state.advanceExtractCursor(target);
+      await advance(target);
       log.info({ toSeq: target.leafSeq }, 'main agent wrote memory itself; cursor advanced without a fork');
       return { outcome: 'skipped-direct-write', ...base, ...nothing };
     }
     const newMessageCount = countModelVisibleMessagesSince(chain, cursor?.leafUuid);
     if (newMessageCount === 0) {
-      await state.advanceExtractCursor(target);
+      await advance(target);
       return { outcome: 'skipped-no-new-messages', ...base, ...nothing };
     }
 
@@ -231,7 +246,7 @@ export function createExtractHandler(deps: ExtractDeps) {
             );
           }
           // Only now, after every write landed, does the cursor move: a crash before this line redoes the range.
-          await state.advanceExtractCursor(target);
+          await advance(target);
           await state.recordExtractReceipt({
             fromSeq: base.fromSeq,
             toSeq: target.leafSeq,

@@ -12,14 +12,22 @@ export interface ModelEndpoint {
 
 const DEFAULT_BASE = 'https://api.anthropic.com';
 
+/** Neither a key nor an endpoint: a request would go, keyless, to the default API host and fail there. */
+export function isModelConfigured(endpoint: ModelEndpoint): boolean {
+  return !!endpoint.apiKey || !!endpoint.baseURL;
+}
+
+/** The one reason a memory job gives when the workers have no model (permanent: no retry can fix it). */
+export function modelNotConfigured(): PermanentJobError {
+  return new PermanentJobError(
+    'MODEL_NOT_CONFIGURED',
+    'no model configured: the workers have no ANTHROPIC_API_KEY and no ANTHROPIC_BASE_URL; set one where the ' +
+      'workers run (or start `engram dev --scripted-model`) and try again. Nothing was changed.',
+  );
+}
+
 export async function assertModelReachable(endpoint: ModelEndpoint, timeoutMs = 5_000): Promise<void> {
-  if (!endpoint.apiKey && !endpoint.baseURL) {
-    throw new PermanentJobError(
-      'MODEL_NOT_CONFIGURED',
-      'the workers have no ANTHROPIC_API_KEY and no ANTHROPIC_BASE_URL; set one where the workers run ' +
-        '(or start `engram dev --scripted-model`) and try again. Nothing was changed.',
-    );
-  }
+  if (!isModelConfigured(endpoint)) throw modelNotConfigured();
   const base = (endpoint.baseURL ?? DEFAULT_BASE).replace(/\/+$/, '');
   let status: number;
   try {

@@ -1,7 +1,11 @@
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
-import { drainOutbox, readSessionRecord } from '@engram/memory-core/extraction/session-record';
+import {
+  drainOutbox,
+  readExtractedMark,
+  readSessionRecord,
+} from '@engram/memory-core/extraction/session-record';
 import { MEMORY_DIRNAME, PROJECTS_DIRNAME } from '@engram/memory-core/paths/memory-paths';
 import type { PayloadOf } from '@engram/queue/catalog';
 import type { ReconcilePayload, ReconcileResult } from '@engram/queue/jobs/reconcile';
@@ -122,7 +126,13 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         { tenant, transcriptDir, sessionId },
         { ttlMs: config.sessionStateTtlMs },
       );
-      const cursor = await state.extractCursor();
+      // A range another namespace's or engine's job finished (its mark beside the transcript) is covered too.
+      const [stateCursor, diskCursor] = await Promise.all([
+        state.extractCursor(),
+        readExtractedMark(sessionDir),
+      ]);
+      const cursor =
+        diskCursor && (!stateCursor || diskCursor.leafSeq > stateCursor.leafSeq) ? diskCursor : stateCursor;
       const setMark = (m: SeenMark) => engine.state.setJson(markKey, m, config.sessionStateTtlMs);
       if (cursor && cursor.leafSeq >= leafSeq) {
         await setMark({ size, mtimeMs, covered: true, tries: 0 });
