@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { openTeamMemoryService } from '@engram/team-memory/server/service';
+import { TenantStore } from '@engram/tenants/tenant-store';
 import { serve } from '@hono/node-server';
 import { z } from 'zod';
 import type { AgentConfig } from '../config.js';
@@ -57,10 +58,18 @@ export async function startServer(
       })
     : undefined;
   // The team routes also accept a tenant's team sync credential: what the workers sync its team/ with.
-  const teamRoutes = ((team?.routes ?? []) as readonly ExtraRoute[]).map((r) => ({
-    ...r,
-    acceptsTeamSyncKey: true,
-  }));
+  // Each route sees the tenant's team scope as its id: the repository key is (scope, repo), derived from the
+  // authenticated credential alone, so a key of tenant A can only ever name A's repositories.
+  const teamRoutes = ((team?.routes ?? []) as readonly ExtraRoute[]).map(
+    (r): ExtraRoute => ({
+      ...r,
+      acceptsTeamSyncKey: true,
+      handler: (req, res, ctx) =>
+        r.handler(req, res, { ...ctx, tenant: { ...ctx.tenant, id: ctx.tenant.teamScope } }),
+    }),
+  );
+  // Team sync keys kept in tenant areas by earlier versions move to the operator-only secrets directory.
+  await new TenantStore(config.engramHome).migrateSecrets();
   const routes = [...(opts.routes ?? []), ...teamRoutes];
   const hosted = createHostedApp({
     config,

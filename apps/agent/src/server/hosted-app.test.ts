@@ -710,7 +710,12 @@ describe('engram serve: team sync with each tenant’s own credential', () => {
     expect(readFileSync(join(teamDirOf(acme.tenant.home), 'rule.md'), 'utf8')).toBe('ACME team rule\n');
 
     // The credential the workers made: team routes accept it as the tenant, /v1 does not.
-    const teamKey = readFileSync(join(engramHome, 'tenants', 'acme', 'team-sync.key'), 'utf8').trim();
+    // Kept in the operator-only secrets directory, never in the tenant's area (what its tools may read).
+    expect(existsSync(join(engramHome, 'tenants', 'acme', 'team-sync.key'))).toBe(false);
+    const teamKey = readFileSync(
+      join(engramHome, 'secrets', 'tenants', 'acme', 'team-sync.key'),
+      'utf8',
+    ).trim();
     expect(teamKey).toMatch(/^egt\.acme\.[0-9a-f]{64}$/);
     expect((await call(url, q, { key: teamKey })).status).toBe(200);
     expect(
@@ -721,13 +726,54 @@ describe('engram serve: team sync with each tenant’s own credential', () => {
     expect(operator.failedReason).toMatch(/ENGRAM_TEAM_SYNC_KEY/);
     expect(operator.attemptsMade).toBe(1);
     // A revoked tenant's credential stops working, and its jobs fail at once.
-    const rivalKey = readFileSync(join(engramHome, 'tenants', 'rival', 'team-sync.key'), 'utf8').trim();
+    const rivalKey = readFileSync(
+      join(engramHome, 'secrets', 'tenants', 'rival', 'team-sync.key'),
+      'utf8',
+    ).trim();
     expect((await call(url, q, { key: rivalKey })).status).toBe(200);
     await store.revoke('rival');
     expect((await call(url, q, { key: rivalKey })).status).toBe(401);
     const revoked = await run('rival', 'push');
     expect(revoked.failedReason).toMatch(/unknown or revoked/);
     expect(revoked.attemptsMade).toBe(1);
+  });
+});
+
+describe('engram serve: a team credential is bound to its tenant', () => {
+  it("a stolen-looking key of tenant A never reads or writes tenant B's repository; A's own works", async () => {
+    const { store, acme, rival } = await tenants();
+    const { url } = await replica({
+      ENGRAM_TEAM_MEMORY_DATABASE_URL: inject('postgresUrl'),
+      ENGRAM_TEAM_MEMORY_SCHEMA: `tm_${namespace.replace(/[^a-z0-9_]/gi, '_').toLowerCase()}`.slice(0, 60),
+    });
+    const acmeTeam = await store.teamSyncKey('acme');
+    const rivalRepo = '/api/claude_code/team_memory?repo=rival/private';
+    const put = (key: string, q: string, text: string) =>
+      call(url, q, { method: 'PUT', key, body: { entries: { 'plan.md': text } } });
+    expect((await put(rival.key, rivalRepo, 'RIVAL secret plan\n')).status).toBe(200);
+    // A's keys (API key and team sync credential) presented correctly, naming B's repository: they reach only
+    // A's own repository of that name — empty, then A's own write — never B's entries.
+    for (const key of [acme.key, acmeTeam]) expect((await call(url, rivalRepo, { key })).status).toBe(404);
+    expect((await put(acmeTeam, rivalRepo, 'planted by acme\n')).status).toBe(200);
+    expect((await call(url, rivalRepo, { key: rival.key })).body.content.entries).toEqual({
+      'plan.md': 'RIVAL secret plan\n',
+    });
+    // Positive control: A's credential reads A's own write.
+    expect((await call(url, rivalRepo, { key: acme.key })).body.content.entries).toEqual({
+      'plan.md': 'planted by acme\n',
+    });
+    // A name added again after revocation is a new tenant: it does not inherit the old team repositories,
+    // unless it takes over the old tenant's memory explicitly.
+    await store.revoke('rival');
+    const adopted = await store.add('rival', rival.tenant.workspace, { reuseMemoryOf: 'rival' });
+    expect((await call(url, rivalRepo, { key: adopted.key })).body.content.entries).toEqual({
+      'plan.md': 'RIVAL secret plan\n',
+    });
+    await store.revoke('rival');
+    const again = await store.add('rival', rival.tenant.workspace);
+    expect((await call(url, rivalRepo, { key: again.key })).status).toBe(404);
+    await store.revoke('rival');
+    expect((await call(url, rivalRepo, { key: adopted.key })).status).toBe(401);
   });
 });
 
