@@ -21,6 +21,7 @@ const serveEnv = z.object({
     .default(1024 * 1024),
   ENGRAM_SESSION_LEASE_TTL_MS: z.coerce.number().int().min(1_000).default(30_000),
   ENGRAM_SERVE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
+  ENGRAM_SERVE_MAX_TURNS_PER_TENANT: z.coerce.number().int().positive().max(1_000).default(8),
   /** PostgreSQL schema of the team memory store (tests isolate runs with it). */
   ENGRAM_TEAM_MEMORY_SCHEMA: z
     .string()
@@ -75,6 +76,7 @@ export async function startServer(
     config,
     maxBodyBytes: settings.ENGRAM_SERVE_MAX_BODY_BYTES,
     leaseTtlMs: settings.ENGRAM_SESSION_LEASE_TTL_MS,
+    maxTurnsPerTenant: settings.ENGRAM_SERVE_MAX_TURNS_PER_TENANT,
     ...(routes.length > 0 ? { routes } : {}),
   });
   // Connect to the queue engine before taking traffic (it holds the session leases).

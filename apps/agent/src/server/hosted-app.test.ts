@@ -21,7 +21,7 @@ import { TenantStore } from '@engram/tenants/tenant-store';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
-import { waitForFinishedJob } from '@engram/testkit/wait';
+import { waitForFinishedJob, waitUntil } from '@engram/testkit/wait';
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { isFork, lastUser, textOf } from '../cli.test-helpers.js';
@@ -774,6 +774,98 @@ describe('engram serve: a team credential is bound to its tenant', () => {
     expect((await call(url, rivalRepo, { key: again.key })).status).toBe(404);
     await store.revoke('rival');
     expect((await call(url, rivalRepo, { key: adopted.key })).status).toBe(401);
+  });
+});
+
+/** A model that holds every reply to a "hold me" prompt open (after one delta) until `release`. */
+function holdingModel() {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => {
+    release = r;
+  });
+  const state = { held: 0, release };
+  main = (r) => {
+    if (!JSON.stringify(r.body.messages).includes('hold me')) return textReply('Done.');
+    state.held++;
+    return {
+      ...textReply('Held answer, in several words.'),
+      pauseStream: { afterTextDeltas: 1, until: gate },
+    };
+  };
+  return state;
+}
+
+async function openSession(url: string, key: string, cwd: string): Promise<string> {
+  const s = await call(url, '/v1/sessions', { key, body: { cwd } });
+  expect(s.status).toBe(201);
+  return s.body.id;
+}
+
+describe('engram serve: limits and revocation per tenant', () => {
+  it('refuses the N+1-th concurrent turn of one tenant across replicas with 429 naming the limit; others are served', async () => {
+    const { acme, rival } = await tenants();
+    const a = await replica({ ENGRAM_SERVE_MAX_TURNS_PER_TENANT: '2' });
+    const b = await replica({ ENGRAM_SERVE_MAX_TURNS_PER_TENANT: '2' });
+    const model_ = holdingModel();
+    const ws = acme.tenant.workspace;
+    const [s1, s2, s3] = [
+      await openSession(a.url, acme.key, ws),
+      await openSession(b.url, acme.key, ws),
+      await openSession(a.url, acme.key, ws),
+    ];
+    const turn = (url: string, key: string, id: string, prompt: string) =>
+      call(url, `/v1/sessions/${id}/turns`, { key, body: { prompt } });
+    // Two turns of acme, one on each replica, held in the model's reply.
+    const t1 = turn(a.url, acme.key, s1, 'hold me');
+    const t2 = turn(b.url, acme.key, s2, 'hold me');
+    await waitUntil(() => model_.held === 2, 'both turns in the model');
+    // The third, on either replica: 429 with the limit, the setting and Retry-After.
+    const third = await fetch(`${a.url}/v1/sessions/${s3}/turns`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${acme.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'one more' }),
+    });
+    expect(third.status).toBe(429);
+    expect(third.headers.get('retry-after')).toBe('1');
+    expect(await third.json()).toMatchObject({
+      error: { code: 'TENANT_TURN_LIMIT', limit: 2, setting: 'ENGRAM_SERVE_MAX_TURNS_PER_TENANT' },
+    });
+    // Positive control: another tenant under its own limit is served meanwhile, on the same replica.
+    const rivalSession = await openSession(b.url, rival.key, rival.tenant.workspace);
+    const rivalTurn = await turn(b.url, rival.key, rivalSession, 'hello');
+    expect(rivalTurn.status).toBe(200);
+    model_.release();
+    expect((await t1).status).toBe(200);
+    expect((await t2).status).toBe(200);
+    // The slots are given back when the turns end: acme's third turn now runs.
+    const later = await turn(a.url, acme.key, s3, 'one more');
+    expect(later.status).toBe(200);
+    expect(later.body.answer).toBe('Done.');
+  });
+
+  it("a revocation stops a running turn at its next step; another tenant's running turn completes", async () => {
+    const { store, acme, rival } = await tenants();
+    const { url } = await replica();
+    const model_ = holdingModel();
+    const s = await openSession(url, acme.key, acme.tenant.workspace);
+    const r = await openSession(url, rival.key, rival.tenant.workspace);
+    const acmeTurn = call(url, `/v1/sessions/${s}/turns`, { key: acme.key, body: { prompt: 'hold me' } });
+    const rivalTurn = call(url, `/v1/sessions/${r}/turns`, { key: rival.key, body: { prompt: 'hold me' } });
+    await waitUntil(() => model_.held === 2, 'both turns in the model');
+    await store.revoke('acme');
+    model_.release();
+    const stopped = await acmeTurn;
+    expect(stopped.status).toBe(403);
+    expect(stopped.body.error.code).toBe('TENANT_REVOKED');
+    // Positive control: the same reply, for a tenant still active, finishes the turn.
+    const done = await rivalTurn;
+    expect(done.status).toBe(200);
+    expect(done.body.answer).toBe('Held answer, in several words.');
+    // Nothing of the reply after the revocation was written to acme's transcript.
+    const transcripts = join(acme.tenant.home, 'projects');
+    const all = spawnSync('grep', ['-rl', 'Held answer', transcripts], { encoding: 'utf8' });
+    expect(all.stdout).toBe('');
+    expect(spawnSync('grep', ['-rl', 'Held answer', join(rival.tenant.home, 'projects')]).status).toBe(0);
   });
 });
 
