@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { openTeamMemoryService } from '@engram/team-memory/server/service';
+import { ensureOperatorToken } from '@engram/tenants/operator-token';
 import { TenantStore } from '@engram/tenants/tenant-store';
 import { serve } from '@hono/node-server';
 import { z } from 'zod';
@@ -21,6 +22,7 @@ const serveEnv = z.object({
     .default(1024 * 1024),
   ENGRAM_SESSION_LEASE_TTL_MS: z.coerce.number().int().min(1_000).default(30_000),
   ENGRAM_SERVE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
+  ENGRAM_DASHBOARD_TOKEN: z.string().min(16).optional(),
   ENGRAM_SERVE_MAX_TURNS_PER_TENANT: z.coerce.number().int().positive().max(1_000).default(8),
   /** PostgreSQL schema of the team memory store (tests isolate runs with it). */
   ENGRAM_TEAM_MEMORY_SCHEMA: z
@@ -40,6 +42,8 @@ export interface RunningServer {
   hosted: HostedApp;
   server: Server;
   url: string;
+  /** The file with the generated token per-tenant /metrics need (undefined when ENGRAM_DASHBOARD_TOKEN is set). */
+  metricsTokenFile: string | undefined;
   /** Graceful stop: not ready, no new turns, in-flight turns finish (or abort at the deadline), leases freed. */
   stop(): Promise<{ finished: number; aborted: number }>;
 }
@@ -71,12 +75,16 @@ export async function startServer(
   );
   // Team sync keys kept in tenant areas by earlier versions move to the operator-only secrets directory.
   await new TenantStore(config.engramHome).migrateSecrets();
+  // Per-tenant series of /metrics need the operator's token: the configured one, or one generated into
+  // ENGRAM_HOME (the workers' dashboard uses the same file).
+  const operator = settings.ENGRAM_DASHBOARD_TOKEN ? undefined : await ensureOperatorToken(config.engramHome);
   const routes = [...(opts.routes ?? []), ...teamRoutes];
   const hosted = createHostedApp({
     config,
     maxBodyBytes: settings.ENGRAM_SERVE_MAX_BODY_BYTES,
     leaseTtlMs: settings.ENGRAM_SESSION_LEASE_TTL_MS,
     maxTurnsPerTenant: settings.ENGRAM_SERVE_MAX_TURNS_PER_TENANT,
+    operatorToken: async () => settings.ENGRAM_DASHBOARD_TOKEN ?? operator?.token,
     ...(routes.length > 0 ? { routes } : {}),
   });
   // Connect to the queue engine before taking traffic (it holds the session leases).
@@ -91,6 +99,7 @@ export async function startServer(
   return {
     hosted,
     server,
+    metricsTokenFile: operator?.path,
     url: `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`,
     stop: () => {
       stopping ??= (async () => {
@@ -111,6 +120,9 @@ export async function serveCommand(config: AgentConfig, opts: ServeOptions, io: 
   const running = await startServer(config, opts);
   io.err(
     `engram serve: listening on ${running.url} (POST /v1/sessions, POST /v1/sessions/{id}/turns; /openapi.json)`,
+  );
+  io.err(
+    `engram serve: /metrics shows per-tenant series only with \`Authorization: Bearer <token>\`, the token ${running.metricsTokenFile ? `in ${running.metricsTokenFile}` : 'in ENGRAM_DASHBOARD_TOKEN'}`,
   );
   const signal = await waitForSignal();
   io.err(`engram serve: ${signal}, draining in-flight turns`);

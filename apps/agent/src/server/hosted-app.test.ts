@@ -593,10 +593,22 @@ describe('engram serve: authentication and tenant isolation', () => {
     expect((await call(url, '/v1/usage', { key: rival.key })).body.kinds).toEqual({});
     expect(usage.body.kinds.turn.count).toBe(1);
     expect(usage.body.kinds.turn).toMatchObject({ input: 120, output: 7, cache_read: 0, cache_write: 0 });
-    const metrics = await call(url, '/metrics');
+    // /metrics without the operator's token: aggregate series only, no tenant named anywhere.
+    const open = await call(url, '/metrics');
+    expect(open.status).toBe(200);
+    expect(open.body).toContain('engram_agent_turns_total');
+    expect(open.body).not.toMatch(/acme|rival|tenant=/);
+    const wrongToken = await call(url, '/metrics', {
+      headers: { authorization: 'Bearer not-the-token-at-all' },
+    });
+    expect(wrongToken.body).not.toMatch(/acme|tenant=/);
+    // With the token (generated into ENGRAM_HOME at start, since ENGRAM_DASHBOARD_TOKEN is unset): per tenant.
+    const token = readFileSync(join(engramHome, '.dashboard-token'), 'utf8').trim();
+    const metrics = await call(url, '/metrics', { headers: { authorization: `Bearer ${token}` } });
     expect(metrics.body).toMatch(/engram_tenant_tokens\{tenant="acme",kind="turn",type="input"\} 120/);
     expect(metrics.body).toMatch(/engram_tenant_tokens\{tenant="acme",kind="extract",type="output"\} [1-9]/);
-    const workerMetrics = await service.metrics.registry.metrics();
+    expect(await service.metrics.registry.metrics()).not.toContain('acme');
+    const workerMetrics = await service.metrics.tenantRegistry.metrics();
     expect(workerMetrics).toMatch(
       /engram_tenant_fork_tokens_total\{tenant="acme",queue="extract",type="output"\} [1-9]/,
     );

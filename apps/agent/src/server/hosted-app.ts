@@ -15,13 +15,14 @@ import {
 } from '@engram/queue/state/session-lease';
 import { SessionState } from '@engram/queue/state/session-state';
 import type { StateStore } from '@engram/queue/state/state-store';
+import { readOperatorToken, sameSecret } from '@engram/tenants/operator-token';
 import { resolveTenantCwd, SERVED_TOOLS, type Tenant, TenantStore } from '@engram/tenants/tenant-store';
 import type { HttpBindings } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { streamSSE } from 'hono/streaming';
-import { Counter, Gauge } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import { z } from 'zod';
 import type { AgentConfig } from '../config.js';
 import { createAgentMetrics } from '../metrics.js';
@@ -74,6 +75,11 @@ export interface HostedAppOptions {
   maxWaitMs?: number;
   /** Turns one tenant may run at once, across every replica sharing the queue engine (default 8). */
   maxTurnsPerTenant?: number;
+  /**
+   * The operator's token: /metrics shows per-tenant series only to a scrape bearing it. Default: the token in
+   * `$ENGRAM_HOME/.dashboard-token` (none there: no scrape sees them).
+   */
+  operatorToken?: () => Promise<string | undefined>;
 }
 
 type Env = { Bindings: HttpBindings; Variables: { tenant: Tenant } };
@@ -209,17 +215,20 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   const maxWaitMs = options.maxWaitMs ?? 300_000;
   const maxTurnsPerTenant = options.maxTurnsPerTenant ?? 8;
   const metrics = createAgentMetrics();
+  const operatorToken = options.operatorToken ?? (() => readOperatorToken(config.engramHome));
+  // Series labelled with tenant ids live in their own registry, served only to the operator's token.
+  const tenantRegistry = new Registry();
   const tenantTokens = new Counter({
     name: 'engram_tenant_turn_tokens_total',
     help: 'Tokens of served foreground turns, per tenant and token type',
     labelNames: ['tenant', 'type'] as const,
-    registers: [metrics.registry],
+    registers: [tenantRegistry],
   });
   const ledgerGauge = new Gauge({
     name: 'engram_tenant_tokens',
     help: 'Per-tenant cost ledger from the queue engine: tokens per job kind (turn, extract, recall, session_memory, dream) and type',
     labelNames: ['tenant', 'kind', 'type'] as const,
-    registers: [metrics.registry],
+    registers: [tenantRegistry],
   });
   const sessionConflicts = new Counter({
     name: 'engram_session_conflicts_total',
@@ -299,6 +308,10 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   });
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.get('/metrics', async (c) => {
+    c.header('content-type', metrics.registry.contentType);
+    const expected = await operatorToken().catch(() => undefined);
+    const given = /^Bearer[ ]+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '')?.[1];
+    if (!expected || !given || !sameSecret(given, expected)) return c.body(await metrics.registry.metrics());
     try {
       for (const t of await tenants.list()) {
         for (const [kind, tokens] of Object.entries(await readCostLedger(stateStore(), t.id))) {
@@ -308,8 +321,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     } catch {
       // The ledger is best effort on a scrape; the process metrics still answer.
     }
-    c.header('content-type', metrics.registry.contentType);
-    return c.body(await metrics.registry.metrics());
+    return c.body(`${await metrics.registry.metrics()}${await tenantRegistry.metrics()}`);
   });
 
   // Everything below needs a tenant's key.
