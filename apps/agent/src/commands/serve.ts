@@ -23,6 +23,12 @@ const serveEnv = z.object({
   ENGRAM_SESSION_LEASE_TTL_MS: z.coerce.number().int().min(1_000).default(30_000),
   ENGRAM_SERVE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
   ENGRAM_DASHBOARD_TOKEN: z.string().min(16).optional(),
+  ENGRAM_TEAM_MEMORY_MAX_REPOS: z.coerce.number().int().positive().default(100),
+  ENGRAM_TEAM_MEMORY_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(50 * 1024 * 1024),
   ENGRAM_SERVE_MAX_TURNS_PER_TENANT: z.coerce.number().int().positive().max(1_000).default(8),
   /** PostgreSQL schema of the team memory store (tests isolate runs with it). */
   ENGRAM_TEAM_MEMORY_SCHEMA: z
@@ -60,6 +66,10 @@ export async function startServer(
     ? await openTeamMemoryService({
         databaseUrl: config.teamMemoryDatabaseUrl,
         ...(settings.ENGRAM_TEAM_MEMORY_SCHEMA ? { schema: settings.ENGRAM_TEAM_MEMORY_SCHEMA } : {}),
+        limits: {
+          maxRepositoriesPerTenant: settings.ENGRAM_TEAM_MEMORY_MAX_REPOS,
+          maxBytesPerTenant: settings.ENGRAM_TEAM_MEMORY_MAX_BYTES,
+        },
       })
     : undefined;
   // The team routes also accept a tenant's team sync credential: what the workers sync its team/ with.
