@@ -212,6 +212,67 @@ describe('engram tenants', () => {
   });
 });
 
+describe('engram tenants: workspaces, rotation and reuse', () => {
+  it('refuses a workspace containing or inside ENGRAM_HOME or another workspace (exit 2); a sibling is accepted', () => {
+    const { acme } = { acme: workspace(`nest-${namespace}`) };
+    mkdirSync(join(engramHome, 'inner'), { recursive: true });
+    mkdirSync(join(acme, 'sub'), { recursive: true });
+    expect(engramSource(['tenants', 'add', 'first', '--workspace', acme], env()).status).toBe(0);
+    for (const [ws, says] of [
+      [base, 'contains ENGRAM_HOME'],
+      [join(engramHome, 'inner'), 'is inside ENGRAM_HOME'],
+      [join(acme, 'sub'), 'overlaps tenant first'],
+    ] as const) {
+      const refused = engramSource(['tenants', 'add', 'nested', '--workspace', ws], env());
+      expect(refused.status, ws).toBe(2);
+      expect(refused.stderr).toContain(says);
+    }
+    const sibling = engramSource(
+      ['tenants', 'add', 'sibling', '--workspace', workspace(`sib-${namespace}`)],
+      env(),
+    );
+    expect(sibling.status, sibling.stderr).toBe(0);
+  });
+
+  it('rotates a key (old one refused after the grace, memory and sessions kept) and reuses a revoked name', async () => {
+    const { acme } = await tenants();
+    const { url } = await replica();
+    writeFileSync(join(acme.tenant.home, 'marker.md'), 'kept across rotation\n');
+    const session = await openSession(url, acme.key, acme.tenant.workspace);
+    const rotated = engramSource(['tenants', 'rotate', 'acme', '--grace', '2s'], env());
+    expect(rotated.status, rotated.stderr).toBe(0);
+    expect(rotated.stderr).toContain('keeps working until');
+    const fresh = rotated.stdout.trimEnd().split('\n').at(-1)!;
+    expect(fresh).toMatch(/^egk\.acme\.[0-9a-f]{64}$/);
+    expect(fresh).not.toBe(acme.key);
+    expect((await call(url, '/v1/usage', { key: acme.key })).status).toBe(200); // in its grace
+    await waitUntil(
+      async () => (await call(url, '/v1/usage', { key: acme.key })).status === 401,
+      'grace over',
+      {
+        timeoutMs: 15_000,
+      },
+    );
+    // The new key is the same tenant: the session opened with the old key runs a turn, the area is unchanged.
+    const turn = await call(url, `/v1/sessions/${session}/turns`, { key: fresh, body: { prompt: 'hi' } });
+    expect(turn.status).toBe(200);
+    expect(readFileSync(join(acme.tenant.home, 'marker.md'), 'utf8')).toBe('kept across rotation\n');
+    expect(engramSource(['tenants', 'rotate', 'acme', '--grace', 'soon'], env()).status).toBe(2);
+    // Revoked: no rotation; the name can be added again, keeping the memory only when asked.
+    expect(engramSource(['tenants', 'revoke', 'acme'], env()).status).toBe(0);
+    expect(engramSource(['tenants', 'rotate', 'acme'], env()).status).toBe(2);
+    const readded = engramSource(
+      ['tenants', 'add', 'acme', '--workspace', acme.tenant.workspace, '--reuse-memory-of', 'acme'],
+      env(),
+    );
+    expect(readded.status, readded.stderr).toBe(0);
+    const third = readded.stdout.trimEnd().split('\n').at(-1)!;
+    expect((await call(url, '/v1/usage', { key: fresh })).status).toBe(401);
+    expect((await call(url, '/v1/usage', { key: third })).status).toBe(200);
+    expect(readFileSync(join(acme.tenant.home, 'marker.md'), 'utf8')).toBe('kept across rotation\n');
+  });
+});
+
 describe('engram serve: authentication and tenant isolation', () => {
   it('answers 401 without a key, with a bad one and after revocation; health and the API document are open', async () => {
     const { store, acme } = await tenants();
@@ -814,6 +875,43 @@ async function openSession(url: string, key: string, cwd: string): Promise<strin
 }
 
 describe('engram serve: limits and revocation per tenant', () => {
+  it('bounds team memory per tenant: one repository too many → 429, bytes over the limit → 413; others unaffected', async () => {
+    const { acme, rival } = await tenants();
+    const { url } = await replica({
+      ENGRAM_TEAM_MEMORY_DATABASE_URL: inject('postgresUrl'),
+      ENGRAM_TEAM_MEMORY_SCHEMA: `tm_${namespace.replace(/[^a-z0-9_]/gi, '_').toLowerCase()}`.slice(0, 60),
+      ENGRAM_TEAM_MEMORY_MAX_REPOS: '2',
+      ENGRAM_TEAM_MEMORY_MAX_BYTES: '100',
+    });
+    const put = (key: string, repo: string, entries: Record<string, string>) =>
+      call(url, `/api/claude_code/team_memory?repo=${repo}`, { method: 'PUT', key, body: { entries } });
+    const forty = 'x'.repeat(39) + '\n';
+    expect((await put(acme.key, 'acme/one', { 'a.md': forty })).status).toBe(200);
+    expect((await put(acme.key, 'acme/two', { 'a.md': forty })).status).toBe(200);
+    const third = await put(acme.key, 'acme/three', { 'a.md': 'small\n' });
+    expect(third.status).toBe(429);
+    expect(third.body.error.details).toEqual({
+      error_code: 'team_memory_too_many_repositories',
+      max_repositories: 2,
+    });
+    expect(third.body.error.message).toContain('ENGRAM_TEAM_MEMORY_MAX_REPOS');
+    // Nothing of the refused PUT was kept: the repository does not exist.
+    expect((await call(url, '/api/claude_code/team_memory?repo=acme/three', { key: acme.key })).status).toBe(
+      404,
+    );
+    // 80 bytes held; 40 more would be 120 > 100.
+    const over = await put(acme.key, 'acme/one', { 'b.md': forty });
+    expect(over.status).toBe(413);
+    expect(over.body.error.details).toMatchObject({
+      error_code: 'team_memory_tenant_bytes_exceeded',
+      max_tenant_bytes: 100,
+      tenant_bytes: 120,
+    });
+    // Positive controls: replacing an entry by a smaller one fits; another tenant has its own budget.
+    expect((await put(acme.key, 'acme/one', { 'a.md': 'short\n', 'b.md': forty })).status).toBe(200);
+    expect((await put(rival.key, 'acme/three', { 'a.md': forty })).status).toBe(200);
+  });
+
   it('refuses the N+1-th concurrent turn of one tenant across replicas with 429 naming the limit; others are served', async () => {
     const { acme, rival } = await tenants();
     const a = await replica({ ENGRAM_SERVE_MAX_TURNS_PER_TENANT: '2' });
