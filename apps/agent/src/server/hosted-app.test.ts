@@ -885,7 +885,7 @@ describe('engram serve: limits and revocation per tenant', () => {
     });
     const put = (key: string, repo: string, entries: Record<string, string>) =>
       call(url, `/api/claude_code/team_memory?repo=${repo}`, { method: 'PUT', key, body: { entries } });
-    const forty = 'x'.repeat(39) + '\n';
+    const forty = `${'x'.repeat(39)}\n`;
     expect((await put(acme.key, 'acme/one', { 'a.md': forty })).status).toBe(200);
     expect((await put(acme.key, 'acme/two', { 'a.md': forty })).status).toBe(200);
     const third = await put(acme.key, 'acme/three', { 'a.md': 'small\n' });
