@@ -910,6 +910,12 @@ describe('engram serve: limits and revocation per tenant', () => {
     // Positive controls: replacing an entry by a smaller one fits; another tenant has its own budget.
     expect((await put(acme.key, 'acme/one', { 'a.md': 'short\n', 'b.md': forty })).status).toBe(200);
     expect((await put(rival.key, 'acme/three', { 'a.md': forty })).status).toBe(200);
+    // Two PUTs racing for rival's last repository: the per-tenant lock lets exactly one through.
+    const raced = await Promise.all([
+      put(rival.key, 'rival/x', { 'a.md': 'x\n' }),
+      put(rival.key, 'rival/y', { 'a.md': 'y\n' }),
+    ]);
+    expect(raced.map((r) => r.status).sort()).toEqual([200, 429]);
   });
 
   it('refuses the N+1-th concurrent turn of one tenant across replicas with 429 naming the limit; others are served', async () => {
