@@ -167,10 +167,15 @@ export function openApiDocument() {
             },
             400: errorResponse('INVALID_SESSION_ID / INVALID_JSON / INVALID_REQUEST'),
             401: errorResponse('UNAUTHORIZED'),
-            403: errorResponse('CWD_OUTSIDE_WORKSPACE'),
+            403: errorResponse(
+              'CWD_OUTSIDE_WORKSPACE / TENANT_REVOKED (the key was revoked during the turn)',
+            ),
             404: errorResponse('SESSION_NOT_FOUND'),
             409: errorResponse('SESSION_BUSY / SESSION_LEASE_LOST'),
             413: errorResponse('BODY_TOO_LARGE'),
+            429: errorResponse(
+              'TENANT_TURN_LIMIT: the tenant runs ENGRAM_SERVE_MAX_TURNS_PER_TENANT turns already (body: limit, setting; Retry-After)',
+            ),
             503: errorResponse('DRAINING / STATE_STORE_UNAVAILABLE'),
           },
         },
