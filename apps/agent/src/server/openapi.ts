@@ -8,7 +8,12 @@ const error = {
     error: {
       type: 'object',
       required: ['code', 'message'],
-      properties: { code: { type: 'string' }, message: { type: 'string' } },
+      properties: {
+        code: { type: 'string' },
+        message: { type: 'string' },
+        limit: { type: 'integer', description: 'The limit that refused the request (429 TENANT_TURN_LIMIT)' },
+        setting: { type: 'string', description: 'The setting that configures that limit' },
+      },
     },
   },
 } as const;
