@@ -15,7 +15,7 @@ const SELF = fileURLToPath(import.meta.url);
 const EXEMPT_DOCS = new Set([
   'docs/claude-code-memory.md', // Claude Code's memory system, from its source
   'docs/claude-code-current.md', // what the current Claude Code release writes and sends
-  'docs/design.md', // the seed design (the departures are in ARCHITECTURE.md)
+  'docs/design.md', // the seed design (the departures are in docs/memory-work.md)
   'docs/peer-research.md', // other projects' code
 ]);
 
