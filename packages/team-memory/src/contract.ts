@@ -25,6 +25,10 @@ export const MAX_KEY_LENGTH = 1_024;
 /** Structured `error.details.error_code` values. */
 export const ERROR_CODES = {
   tooManyEntries: 'team_memory_too_many_entries',
+  /** The tenant holds its limit of repositories (429). */
+  tooManyRepositories: 'team_memory_too_many_repositories',
+  /** The PUT would take the tenant over its bytes over all repositories (413). */
+  tenantBytesExceeded: 'team_memory_tenant_bytes_exceeded',
   entryTooLarge: 'team_memory_entry_too_large',
   requestTooLarge: 'team_memory_request_too_large',
   invalidKey: 'team_memory_invalid_key',

@@ -1,4 +1,5 @@
 import {
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -10,7 +11,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { resolveTenantCwd, type TenantError, TenantStore } from './tenant-store.js';
+import { type LookupStep, resolveTenantCwd, type TenantError, TenantStore } from './tenant-store.js';
 
 function fresh() {
   const base = mkdtempSync(join(tmpdir(), 'engram-tenants-'));
@@ -141,7 +142,8 @@ describe('TenantStore.teamSyncKey', () => {
     expect(team).toMatch(/^egt\.acme\.[0-9a-f]{64}$/);
     // Made once: the same credential every time, in a file only its owner reads.
     expect(await store.teamSyncKey('acme')).toBe(team);
-    expect(statSync(join(store.root, 'acme', 'team-sync.key')).mode & 0o777).toBe(0o600);
+    expect(statSync(join(store.secretsRoot, 'acme', 'team-sync.key')).mode & 0o777).toBe(0o600);
+    expect(existsSync(join(store.root, 'acme', 'team-sync.key'))).toBe(false);
     expect(await store.teamSyncKey('bravo')).not.toBe(team);
     expect((await store.authenticate(`Bearer ${team}`, { teamSync: true }))?.id).toBe('acme');
     // Not an API key: /v1 (no teamSync option) refuses it; the API key still works on team routes.
@@ -155,5 +157,174 @@ describe('TenantStore.teamSyncKey', () => {
     expect(await store.authenticate(`Bearer ${team}`, { teamSync: true })).toBeNull();
     await expect(store.teamSyncKey('acme')).rejects.toMatchObject({ code: 'TENANT_NOT_FOUND' });
     await expect(store.teamSyncKey('nobody')).rejects.toMatchObject({ code: 'TENANT_NOT_FOUND' });
+  });
+});
+
+describe('TenantStore credentials out of every tenant area', () => {
+  it('keeps the team sync key under secrets/ (0700/0600), outside tenants/, and migrates a key left in the tenant area', async () => {
+    const { store, ws, base } = fresh();
+    await store.add('acme', ws('acme'));
+    await store.add('bravo', ws('bravo'));
+    // A key as earlier versions wrote it: in the tenant's directory, where its tools could reach it.
+    const legacyKey = `egt.acme.${'ab'.repeat(32)}`;
+    writeFileSync(join(store.root, 'acme', 'team-sync.key'), `${legacyKey}\n`, { mode: 0o600 });
+    writeFileSync(join(store.root, 'bravo', 'team-sync.key'), `egt.bravo.${'cd'.repeat(32)}\n`, {
+      mode: 0o600,
+    });
+    // A replica still running the old code authenticated with it; after the move the same key still works.
+    expect(await store.migrateSecrets()).toBe(2);
+    expect(existsSync(join(store.root, 'acme', 'team-sync.key'))).toBe(false);
+    expect(readFileSync(join(store.secretsRoot, 'acme', 'team-sync.key'), 'utf8').trim()).toBe(legacyKey);
+    expect(statSync(join(store.secretsRoot, 'acme')).mode & 0o777).toBe(0o700);
+    expect(statSync(join(base, 'home', 'secrets')).mode & 0o777).toBe(0o700);
+    expect(await store.teamSyncKey('acme')).toBe(legacyKey);
+    expect((await store.authenticate(`Bearer ${legacyKey}`, { teamSync: true }))?.id).toBe('acme');
+    // Migration is idempotent: nothing left to move, nothing lost.
+    expect(await store.migrateSecrets()).toBe(0);
+    expect(await store.teamSyncKey('acme')).toBe(legacyKey);
+    // A key left at the old place is also moved on first use, without `migrateSecrets`.
+    const carol = await store.add('carol', ws('carol'));
+    const carolLegacy = `egt.carol.${'ef'.repeat(32)}`;
+    writeFileSync(join(store.root, 'carol', 'team-sync.key'), `${carolLegacy}\n`, { mode: 0o600 });
+    expect((await store.authenticate(`Bearer ${carolLegacy}`, { teamSync: true }))?.id).toBe(carol.tenant.id);
+    expect(existsSync(join(store.root, 'carol', 'team-sync.key'))).toBe(false);
+    // Nothing secret is left anywhere under tenants/ (every tenant's area).
+    const { spawnSync } = await import('node:child_process');
+    const grep = spawnSync('grep', ['-rl', 'egt\\.', store.root], { encoding: 'utf8' });
+    expect(grep.status).toBe(1); // 1: no match (2 would be an error)
+    expect(grep.stdout).toBe('');
+  });
+});
+
+describe('TenantStore workspaces and ENGRAM_HOME', () => {
+  it('refuses a workspace inside or containing ENGRAM_HOME or another workspace, and accepts a sibling', async () => {
+    const base = mkdtempSync(join(tmpdir(), 'engram-tenants-'));
+    const home = join(base, 'srv', 'home');
+    mkdirSync(join(home, 'inner'), { recursive: true });
+    const store = new TenantStore(home);
+    const code = (p: Promise<unknown>) =>
+      p.then(
+        () => 'ok',
+        (e: TenantError) => e.code,
+      );
+    expect(await code(store.add('a', join(base, 'srv')))).toBe('TENANT_WORKSPACE_OVERLAP');
+    expect(await code(store.add('a', base))).toBe('TENANT_WORKSPACE_OVERLAP');
+    expect(await code(store.add('a', home))).toBe('TENANT_WORKSPACE_OVERLAP');
+    expect(await code(store.add('a', join(home, 'inner')))).toBe('TENANT_WORKSPACE_OVERLAP');
+    // Through a symlink: judged on the real path.
+    symlinkSync(join(home, 'inner'), join(base, 'link'));
+    expect(await code(store.add('a', join(base, 'link')))).toBe('TENANT_WORKSPACE_OVERLAP');
+    mkdirSync(join(base, 'ws', 'one', 'sub'), { recursive: true });
+    mkdirSync(join(base, 'ws', 'two'), { recursive: true });
+    expect(await code(store.add('one', join(base, 'ws', 'one')))).toBe('ok');
+    expect(await code(store.add('x', join(base, 'ws', 'one', 'sub')))).toBe('TENANT_WORKSPACE_OVERLAP');
+    expect(await code(store.add('x', join(base, 'ws')))).toBe('TENANT_WORKSPACE_OVERLAP');
+    // Positive control: a sibling of another workspace, outside ENGRAM_HOME.
+    expect(await code(store.add('two', join(base, 'ws', 'two')))).toBe('ok');
+  });
+});
+
+describe('TenantStore lookup', () => {
+  it('does the same steps for a known, an unknown and a revoked tenant id', async () => {
+    const { store: plain, ws } = fresh();
+    const steps: LookupStep[] = [];
+    const store = new TenantStore(join(plain.root, '..'), { probe: (s) => steps.push(s) });
+    const { key } = await store.add('acme', ws('acme'));
+    await store.add('gone', ws('gone'));
+    await store.revoke('gone');
+    const old = new Date(Date.now() - 60_000);
+    for (const id of ['acme', 'gone']) utimesSync(join(store.root, id, 'tenant.json'), old, old);
+    const secret = key.split('.')[2]!;
+    const run = async (k: string) => {
+      await store.authenticateKey(k); // warm the record cache, as a serving replica is
+      steps.length = 0;
+      const result = await store.authenticateKey(k);
+      return { result: result?.id ?? null, steps: [...steps] };
+    };
+    const known = await run(key);
+    const wrong = await run(`egk.acme.${'0'.repeat(64)}`);
+    const unknown = await run(`egk.nobody.${secret}`);
+    const revoked = await run(`egk.gone.${secret}`);
+    expect(known.result).toBe('acme');
+    expect([wrong.result, unknown.result, revoked.result]).toEqual([null, null, null]);
+    expect(known.steps).toEqual(['stat', 'hash', 'compare', 'compare', 'compare']);
+    expect(wrong.steps).toEqual(known.steps);
+    expect(unknown.steps).toEqual(known.steps);
+    expect(revoked.steps).toEqual(known.steps);
+  });
+});
+
+describe('TenantStore.rotate and re-adding a name', () => {
+  it('rotates a key keeping the tenant (id, area, memory); the old key works only through its grace', async () => {
+    const { store, ws } = fresh();
+    const { tenant, key: first } = await store.add('acme', ws('acme'));
+    mkdirSync(join(tenant.home, 'projects', 'p', 'memory'), { recursive: true });
+    writeFileSync(join(tenant.home, 'projects', 'p', 'memory', 'MEMORY.md'), '- [a](a.md) kept\n');
+    const now = await store.rotate('acme');
+    expect(now.key).not.toBe(first);
+    expect(await store.authenticate(`Bearer ${first}`)).toBeNull();
+    const auth = await store.authenticate(`Bearer ${now.key}`);
+    expect(auth?.id).toBe('acme');
+    expect(auth?.home).toBe(tenant.home);
+    expect(readFileSync(join(tenant.home, 'projects', 'p', 'memory', 'MEMORY.md'), 'utf8')).toContain('kept');
+    // With a grace the old key keeps working until it ends, then is refused.
+    const graced = await store.rotate('acme', { graceMs: 60_000 });
+    expect((await store.authenticate(`Bearer ${now.key}`))?.id).toBe('acme');
+    expect((await store.authenticate(`Bearer ${graced.key}`))?.id).toBe('acme');
+    const record = join(store.root, 'acme', 'tenant.json');
+    const parsed = JSON.parse(readFileSync(record, 'utf8'));
+    parsed.previousKeys[0].expiresAt = new Date(Date.now() - 1).toISOString();
+    writeFileSync(record, JSON.stringify(parsed));
+    expect(await store.authenticate(`Bearer ${now.key}`)).toBeNull();
+    expect((await store.authenticate(`Bearer ${graced.key}`))?.id).toBe('acme');
+    // Revocation ends every key, graced ones too; a revoked tenant is not rotated.
+    const again = await store.rotate('acme', { graceMs: 60_000 });
+    await store.revoke('acme');
+    expect(await store.authenticate(`Bearer ${again.key}`)).toBeNull();
+    expect(await store.authenticate(`Bearer ${graced.key}`)).toBeNull();
+    await expect(store.rotate('acme')).rejects.toMatchObject({ code: 'TENANT_REVOKED' });
+    await expect(store.rotate('nobody')).rejects.toMatchObject({ code: 'TENANT_NOT_FOUND' });
+  });
+
+  it('re-adds a revoked name: empty memory and a fresh team scope by default, the old memory with reuseMemoryOf', async () => {
+    const { store, ws, base } = fresh();
+    const { tenant, key } = await store.add('acme', ws('acme'));
+    const memory = join(tenant.home, 'projects', 'p', 'memory');
+    mkdirSync(memory, { recursive: true });
+    writeFileSync(join(memory, 'MEMORY.md'), '- [a](a.md) old\n');
+    const oldTeamKey = await store.teamSyncKey('acme');
+    expect(tenant.teamScope).toBe('acme');
+    await expect(store.add('acme', ws('acme'))).rejects.toMatchObject({ code: 'TENANT_EXISTS' });
+    await store.revoke('acme');
+    // Re-added without reuse: starts empty; the old tenant is kept whole under tenants-retired/.
+    const fresh1 = await store.add('acme', ws('acme'));
+    expect(existsSync(join(fresh1.tenant.home, 'projects'))).toBe(false);
+    expect(fresh1.tenant.teamScope).toMatch(/^acme\.[0-9a-f]{16}$/);
+    expect(await store.authenticate(`Bearer ${key}`)).toBeNull();
+    expect((await store.authenticate(`Bearer ${fresh1.key}`))?.id).toBe('acme');
+    expect(await store.teamSyncKey('acme')).not.toBe(oldTeamKey);
+    expect(await store.authenticate(`Bearer ${oldTeamKey}`, { teamSync: true })).toBeNull();
+    const { readdirSync } = await import('node:fs');
+    const retired = readdirSync(join(base, 'home', 'tenants-retired'));
+    expect(retired).toHaveLength(1);
+    expect(
+      readFileSync(
+        join(base, 'home', 'tenants-retired', retired[0]!, 'home', 'projects', 'p', 'memory', 'MEMORY.md'),
+        'utf8',
+      ),
+    ).toContain('old');
+    // A new tenant (another name) on that workspace takes over a revoked tenant's memory only when asked.
+    await store.revoke('acme');
+    const bad = store.add('acme2', ws('other'), { reuseMemoryOf: 'acme' });
+    await expect(bad).rejects.toMatchObject({ code: 'TENANT_WORKSPACE_INVALID' });
+    const live = await store.add('live', ws('live'));
+    await expect(store.add('x', ws('live2'), { reuseMemoryOf: live.tenant.id })).rejects.toMatchObject({
+      code: 'TENANT_POLICY_INVALID',
+    });
+    writeFileSync(join(fresh1.tenant.home, 'note.txt'), 'second life');
+    const adopted = await store.add('acme2', ws('acme'), { reuseMemoryOf: 'acme' });
+    expect(readFileSync(join(adopted.tenant.home, 'note.txt'), 'utf8')).toBe('second life');
+    expect(adopted.tenant.teamScope).toBe(fresh1.tenant.teamScope);
+    expect(existsSync(join(store.root, 'acme', 'home'))).toBe(false);
   });
 });

@@ -5,6 +5,8 @@ import type { OperationsReport } from './operations.js';
 
 export interface WorkerMetrics {
   registry: Registry;
+  /** Series labelled with tenant ids: served on /metrics only to the operator's token. */
+  tenantRegistry: Registry;
   jobs: Counter<'queue' | 'outcome'>;
   jobDuration: Histogram<'queue' | 'outcome'>;
   forkTokens: Counter<'queue' | 'kind'>;
@@ -32,9 +34,11 @@ export interface WorkerMetrics {
 
 export function createWorkerMetrics(): WorkerMetrics {
   const registry = new Registry();
+  const tenantRegistry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'engram_workers_' });
   return {
     registry,
+    tenantRegistry,
     jobs: new Counter({
       name: 'engram_jobs_total',
       help: 'Jobs finished, by queue and outcome (completed, failed, retried).',
@@ -58,7 +62,7 @@ export function createWorkerMetrics(): WorkerMetrics {
       name: 'engram_tenant_fork_tokens_total',
       help: 'Tokens of completed memory jobs per tenant, queue and type (input, output, cache_read, cache_write).',
       labelNames: ['tenant', 'queue', 'type'],
-      registers: [registry],
+      registers: [tenantRegistry],
     }),
     toolDenials: new Counter({
       name: 'engram_tool_denials_total',

@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { JobProducer } from '@engram/queue/producer';
@@ -126,6 +126,53 @@ describe('worker service', () => {
     const body = (await api.json()) as { queues: Array<{ name: string; readOnlyMode: boolean }> };
     expect(body.queues.map((q) => q.name)).toEqual(['memory-recall']);
     expect(body.queues[0]?.readOnlyMode).toBe(true);
+  });
+
+  it('is closed with no token configured: it generates one into ENGRAM_HOME; /metrics names tenants only with it', async () => {
+    const config = testConfig();
+    const service = await startWorkerService({
+      config,
+      logger: createLogger('silent'),
+      handlers: recallHandler(),
+    });
+    closer.defer(() => service.stop('test'));
+    const base = service.http!.url;
+    const file = join(config.engramHome, '.dashboard-token');
+    expect(service.dashboardTokenFile).toBe(file);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const token = readFileSync(file, 'utf8').trim();
+    expect(token.length).toBeGreaterThanOrEqual(16);
+    service.metrics.tenantForkTokens.inc({ tenant: 'acme-corp', queue: 'extract', type: 'output' }, 5);
+    for (const path of ['/dashboard', '/dashboard/api/queues', '/memories']) {
+      const denied = await fetch(`${base}${path}`);
+      expect(denied.status, path).toBe(401);
+      expect(await denied.text()).not.toContain('acme-corp');
+      // Positive control: the same page with the generated token.
+      const allowed = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } });
+      expect(allowed.status, path).toBe(200);
+    }
+    expect((await fetch(`${base}/memories?token=${token}`)).status).toBe(200);
+    const open = await fetch(`${base}/metrics`).then((r) => r.text());
+    expect(open).toContain('engram_jobs_total');
+    expect(open).not.toMatch(/acme-corp|tenant=/);
+    const scraped = await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${token}` } }).then(
+      (r) => r.text(),
+    );
+    expect(scraped).toContain(
+      'engram_tenant_fork_tokens_total{tenant="acme-corp",queue="extract",type="output"} 5',
+    );
+    // A restart keeps the same token (the file is reused, not replaced).
+    await service.stop('test');
+    const again = await startWorkerService({
+      config,
+      logger: createLogger('silent'),
+      handlers: recallHandler(),
+    });
+    closer.defer(() => again.stop('test'));
+    expect(readFileSync(file, 'utf8').trim()).toBe(token);
+    expect(
+      (await fetch(`${again.http!.url}/dashboard`, { headers: { authorization: `Bearer ${token}` } })).status,
+    ).toBe(200);
   });
 
   it('waits for an active job on shutdown before closing', async () => {

@@ -6,6 +6,7 @@ import { JobProducer } from '@engram/queue/producer';
 import { readConsolidationState } from '@engram/queue/state/consolidation-lock';
 import { OPERATOR_TENANT, recordCost, type UsageLike } from '@engram/queue/state/cost-ledger';
 import { createJobWaker, createJobWorker, type JobHandler, type JobWaker } from '@engram/queue/worker';
+import { ensureOperatorToken } from '@engram/tenants/operator-token';
 import type { WorkersConfig } from './config.js';
 import { type RunningHttpServer, startHttpServer } from './http/server.js';
 import { isModelConfigured } from './jobs/model-preflight.js';
@@ -45,6 +46,11 @@ export interface WorkerService {
   engine: QueueEngine;
   metrics: WorkerMetrics;
   http: RunningHttpServer | undefined;
+  /**
+   * How the dashboard, the memory browser and /metrics' per-tenant series are opened: the file holding the
+   * token generated because none was configured, or undefined when ENGRAM_DASHBOARD_TOKEN / basic auth is set.
+   */
+  dashboardTokenFile: string | undefined;
   workers: Map<JobKind, AnyWorker>;
   stop(reason?: string): Promise<void>;
 }
@@ -162,9 +168,21 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
   }
 
   let http: RunningHttpServer | undefined;
+  let dashboardTokenFile: string | undefined;
   if (options.http !== false) {
+    // Closed by default: with no token or credentials configured, one is generated into ENGRAM_HOME.
+    let dashboard = config.dashboard;
+    if (!dashboard.token && !dashboard.basicAuth) {
+      const generated = await ensureOperatorToken(config.engramHome);
+      dashboard = { ...dashboard, token: generated.token };
+      dashboardTokenFile = generated.path;
+      logger.info(
+        { file: generated.path, created: generated.created },
+        'dashboard token (ENGRAM_DASHBOARD_TOKEN unset): read it from the file',
+      );
+    }
     http = await startHttpServer({
-      config,
+      config: { ...config, dashboard },
       metrics,
       dashboardQueues: config.queues.map((kind) => producer.queue(kind)),
       operations: () => operationsReport({ engramHome: config.engramHome, state: engine.state }),
@@ -232,7 +250,7 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
     return stopping;
   };
 
-  return { engine, metrics, http, workers, stop };
+  return { engine, metrics, http, dashboardTokenFile, workers, stop };
 }
 
 /** The identifiers every log line about a job carries (never payload text). */

@@ -336,6 +336,10 @@ tenants
   .requiredOption('--workspace <dir>', 'directory every session of the tenant must run inside')
   .option('--allowed-tools <list>', 'tools served turns may use unattended (default "Read,Grep,Glob")')
   .option('--create', 'create the workspace directory when it does not exist yet')
+  .option(
+    '--reuse-memory-of <name>',
+    "take over a revoked tenant's memory (same workspace); without it a new tenant starts with empty memory",
+  )
   .action(async (name, opts) => {
     const { tenantsCommand } = await import('../commands/tenants.js');
     const allowedTools = opts.allowedTools
@@ -352,6 +356,7 @@ tenants
           workspace: resolve(opts.workspace),
           create: !!opts.create,
           ...(allowedTools ? { allowedTools } : {}),
+          ...(opts.reuseMemoryOf ? { reuseMemoryOf: String(opts.reuseMemoryOf) } : {}),
         },
         stdio,
       ),
@@ -371,6 +376,24 @@ tenants
   .action(async (name) => {
     const { tenantsCommand } = await import('../commands/tenants.js');
     setExit(await tenantsCommand(config(), { kind: 'revoke', name }, stdio));
+  });
+
+tenants
+  .command('rotate <name>')
+  .description('give a tenant a new API key (printed once); the old one stops now or after --grace')
+  .option(
+    '--grace <duration>',
+    'keep the old key working this long, e.g. 10m, 1h, 2d (default: revoke it now)',
+  )
+  .action(async (name, opts) => {
+    const { tenantsCommand } = await import('../commands/tenants.js');
+    setExit(
+      await tenantsCommand(
+        config(),
+        { kind: 'rotate', name, ...(opts.grace !== undefined ? { grace: String(opts.grace) } : {}) },
+        stdio,
+      ),
+    );
   });
 
 program

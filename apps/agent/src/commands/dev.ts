@@ -64,6 +64,7 @@ export async function devCommand(config: AgentConfig, opts: DevOptions, io: Outp
           ? [
               `  dashboard    : ${http.url}/dashboard`,
               `  memories     : ${http.url}/memories`,
+              `  access token : ${stack.service.dashboardTokenFile ? `${stack.service.dashboardTokenFile} (open ${http.url}/dashboard?token=…)` : 'ENGRAM_DASHBOARD_TOKEN'}`,
               `  metrics      : ${http.url}/metrics`,
               `  health       : ${http.url}/readyz`,
             ]

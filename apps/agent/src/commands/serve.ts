@@ -9,6 +9,8 @@ import {
 import { createMemoryStoresHandler } from '@engram/team-memory/memory-stores/api';
 import { MemoryStoresRepo } from '@engram/team-memory/memory-stores/repo';
 import { openTeamMemoryService } from '@engram/team-memory/server/service';
+import { ensureOperatorToken } from '@engram/tenants/operator-token';
+import { TenantStore } from '@engram/tenants/tenant-store';
 import { serve } from '@hono/node-server';
 import { z } from 'zod';
 import type { AgentConfig } from '../config.js';
@@ -29,6 +31,14 @@ const serveEnv = z.object({
     .default(1024 * 1024),
   ENGRAM_SESSION_LEASE_TTL_MS: z.coerce.number().int().min(1_000).default(30_000),
   ENGRAM_SERVE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
+  ENGRAM_DASHBOARD_TOKEN: z.string().min(16).optional(),
+  ENGRAM_TEAM_MEMORY_MAX_REPOS: z.coerce.number().int().positive().default(100),
+  ENGRAM_TEAM_MEMORY_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(50 * 1024 * 1024),
+  ENGRAM_SERVE_MAX_TURNS_PER_TENANT: z.coerce.number().int().positive().max(1_000).default(8),
   /** PostgreSQL schema of the team memory store (tests isolate runs with it). */
   ENGRAM_TEAM_MEMORY_SCHEMA: z
     .string()
@@ -47,6 +57,8 @@ export interface RunningServer {
   hosted: HostedApp;
   server: Server;
   url: string;
+  /** The file with the generated token per-tenant /metrics need (undefined when ENGRAM_DASHBOARD_TOKEN is set). */
+  metricsTokenFile: string | undefined;
   /** Graceful stop: not ready, no new turns, in-flight turns finish (or abort at the deadline), leases freed. */
   stop(): Promise<{ finished: number; aborted: number }>;
 }
@@ -80,19 +92,39 @@ export async function startServer(
     }
   }
   const schemaOpt = settings.ENGRAM_TEAM_MEMORY_SCHEMA ? { schema: settings.ENGRAM_TEAM_MEMORY_SCHEMA } : {};
-  const team = await openTeamMemoryService({ databaseUrl, ...schemaOpt });
+  const team = await openTeamMemoryService({
+    databaseUrl,
+    ...schemaOpt,
+    limits: {
+      maxRepositoriesPerTenant: settings.ENGRAM_TEAM_MEMORY_MAX_REPOS,
+      maxBytesPerTenant: settings.ENGRAM_TEAM_MEMORY_MAX_BYTES,
+    },
+  });
   const storesRepo = await MemoryStoresRepo.open({ connectionString: databaseUrl, ...schemaOpt });
   const memoryStores = createMemoryStoresHandler(storesRepo);
   // The team routes also accept a tenant's team sync credential: what the workers sync its team/ with.
-  const teamRoutes = (team.routes as readonly ExtraRoute[]).map((r) => ({
-    ...r,
-    acceptsTeamSyncKey: true,
-  }));
+  // Each route sees the tenant's team scope as its id: the repository key is (scope, repo), derived from the
+  // authenticated credential alone, so a key of tenant A can only ever name A's repositories.
+  const teamRoutes = (team.routes as readonly ExtraRoute[]).map(
+    (r): ExtraRoute => ({
+      ...r,
+      acceptsTeamSyncKey: true,
+      handler: (req, res, ctx) =>
+        r.handler(req, res, { ...ctx, tenant: { ...ctx.tenant, id: ctx.tenant.teamScope } }),
+    }),
+  );
+  // Team sync keys kept in tenant areas by earlier versions move to the operator-only secrets directory.
+  await new TenantStore(config.engramHome).migrateSecrets();
+  // Per-tenant series of /metrics need the operator's token: the configured one, or one generated into
+  // ENGRAM_HOME (the workers' dashboard uses the same file).
+  const operator = settings.ENGRAM_DASHBOARD_TOKEN ? undefined : await ensureOperatorToken(config.engramHome);
   const routes = [...(opts.routes ?? []), ...MCP_ROUTES, ...teamRoutes];
   const hosted = createHostedApp({
     config,
     maxBodyBytes: settings.ENGRAM_SERVE_MAX_BODY_BYTES,
     leaseTtlMs: settings.ENGRAM_SESSION_LEASE_TTL_MS,
+    maxTurnsPerTenant: settings.ENGRAM_SERVE_MAX_TURNS_PER_TENANT,
+    operatorToken: async () => settings.ENGRAM_DASHBOARD_TOKEN ?? operator?.token,
     ...(routes.length > 0 ? { routes } : {}),
     memoryStores,
   });
@@ -108,6 +140,7 @@ export async function startServer(
   return {
     hosted,
     server,
+    metricsTokenFile: operator?.path,
     url: `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`,
     stop: () => {
       stopping ??= (async () => {
@@ -130,6 +163,9 @@ export async function serveCommand(config: AgentConfig, opts: ServeOptions, io: 
   const running = await startServer(config, opts);
   io.err(
     `engram serve: listening on ${running.url} (POST /v1/sessions, POST /v1/sessions/{id}/turns; /openapi.json)`,
+  );
+  io.err(
+    `engram serve: /metrics shows per-tenant series only with \`Authorization: Bearer <token>\`, the token ${running.metricsTokenFile ? `in ${running.metricsTokenFile}` : 'in ENGRAM_DASHBOARD_TOKEN'}`,
   );
   const signal = await waitForSignal();
   io.err(`engram serve: ${signal}, draining in-flight turns`);

@@ -3,12 +3,21 @@ import { TenantError, TenantStore } from '@engram/tenants/tenant-store';
 import type { AgentConfig } from '../config.js';
 import { EXIT, type Output } from './output.js';
 
-// `engram tenants add|list|revoke`: the hosted service's tenants, on the shared ENGRAM_HOME.
+// `engram tenants add|list|revoke|rotate`: the hosted service's tenants, on the shared ENGRAM_HOME.
+
+/** `30s`, `10m`, `1h`, `2d` (or plain seconds) → milliseconds; undefined when malformed. */
+export function parseGrace(text: string): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)\s*(s|m|h|d)?$/.exec(text.trim());
+  if (!m) return undefined;
+  const unit = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
+  return Math.round(Number(m[1]) * unit);
+}
 
 export async function tenantsCommand(
   config: AgentConfig,
   action:
-    | { kind: 'add'; name: string; workspace: string; allowedTools?: string[]; create?: boolean }
+    | { kind: 'add'; name: string; workspace: string; allowedTools?: string[]; create?: boolean; reuseMemoryOf?: string }
+    | { kind: 'rotate'; name: string; grace?: string }
     | { kind: 'list'; json: boolean }
     | { kind: 'revoke'; name: string },
   io: Output,
@@ -21,11 +30,31 @@ export async function tenantsCommand(
       if (action.create) await mkdir(action.workspace, { recursive: true });
       const { tenant, key } = await store.add(action.name, action.workspace, {
         ...(action.allowedTools ? { allowedTools: action.allowedTools } : {}),
+        ...(action.reuseMemoryOf ? { reuseMemoryOf: action.reuseMemoryOf } : {}),
       });
+      if (action.reuseMemoryOf) io.err(`Took over the memory of revoked tenant ${action.reuseMemoryOf}.`);
       io.err(
         `Tenant ${tenant.id}: workspace ${tenant.workspace}, tools ${[...tenant.allowedTools].join(', ') || '(none)'}.`,
       );
       io.err('Its API key follows. It is shown only this once; store it now.');
+      io.out(key);
+      return EXIT.ok;
+    }
+    if (action.kind === 'rotate') {
+      const graceMs = action.grace === undefined ? 0 : parseGrace(action.grace);
+      if (graceMs === undefined) {
+        io.err(
+          `engram tenants: --grace ${JSON.stringify(action.grace)} is not a duration (e.g. 30s, 10m, 1h, 2d).`,
+        );
+        return EXIT.usage;
+      }
+      const { tenant, key, oldKeyExpiresAt } = await store.rotate(action.name, { graceMs });
+      io.err(
+        graceMs > 0
+          ? `Tenant ${tenant.id}: new key; the old key keeps working until ${oldKeyExpiresAt}. Memory is unchanged.`
+          : `Tenant ${tenant.id}: new key; the old key is refused from now on. Memory is unchanged.`,
+      );
+      io.err('Its new API key follows. It is shown only this once; store it now.');
       io.out(key);
       return EXIT.ok;
     }

@@ -18,6 +18,13 @@ export function waitForSignal(): Promise<string> {
   });
 }
 
+/** Where the token of the dashboard, the memory browser and /metrics' per-tenant series is. */
+export function dashboardAccess(tokenFile: string | undefined): string {
+  return tokenFile
+    ? `dashboard, memory browser and per-tenant metrics need the token in ${tokenFile} (Bearer or ?token=)`
+    : 'dashboard, memory browser and per-tenant metrics need ENGRAM_DASHBOARD_TOKEN (or the basic-auth user)';
+}
+
 export async function workersCommand(io: Output): Promise<number> {
   const config = loadWorkersConfig();
   const service = await startWorkers(config, undefined, { ownProcess: true });
@@ -27,6 +34,7 @@ export async function workersCommand(io: Output): Promise<number> {
         ? `; health ${service.http.url}/readyz, metrics ${service.http.url}/metrics, dashboard ${service.http.url}/dashboard`
         : ''),
   );
+  if (service.http) io.err(`engram workers: ${dashboardAccess(service.dashboardTokenFile)}`);
   const signal = await waitForSignal();
   await service.stop(signal);
   return EXIT.ok;

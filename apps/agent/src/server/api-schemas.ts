@@ -11,6 +11,12 @@ export const errorSchema = z
     error: z.object({
       code: z.string().describe('Machine-readable, UPPER_SNAKE_CASE'),
       message: z.string().describe('What happened and what to do'),
+      limit: z
+        .number()
+        .int()
+        .optional()
+        .describe('The limit that refused the request (429 TENANT_TURN_LIMIT)'),
+      setting: z.string().optional().describe('The setting that configures that limit'),
     }),
   })
   .describe('Every error answer');

@@ -21,7 +21,7 @@ import { TenantStore } from '@engram/tenants/tenant-store';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
-import { waitForFinishedJob } from '@engram/testkit/wait';
+import { waitForFinishedJob, waitUntil } from '@engram/testkit/wait';
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { isFork, lastUser, textOf } from '../cli.test-helpers.js';
@@ -213,6 +213,71 @@ describe('engram tenants', () => {
     expect(again.status).toBe(2);
     expect(again.stderr).toContain('already exists');
     expect(engramSource(['tenants', 'revoke', 'cli-tenant'], env()).status).toBe(0);
+  });
+});
+
+describe('engram tenants: workspaces, rotation and reuse', () => {
+  it('refuses a workspace containing or inside ENGRAM_HOME or another workspace (exit 2); a sibling is accepted', () => {
+    const { acme } = { acme: workspace(`nest-${namespace}`) };
+    mkdirSync(join(engramHome, 'inner'), { recursive: true });
+    mkdirSync(join(acme, 'sub'), { recursive: true });
+    expect(engramSource(['tenants', 'add', 'first', '--workspace', acme], env()).status).toBe(0);
+    for (const [ws, says] of [
+      [base, 'contains ENGRAM_HOME'],
+      [join(engramHome, 'inner'), 'is inside ENGRAM_HOME'],
+      [join(acme, 'sub'), 'overlaps tenant first'],
+    ] as const) {
+      const refused = engramSource(['tenants', 'add', 'nested', '--workspace', ws], env());
+      expect(refused.status, ws).toBe(2);
+      expect(refused.stderr).toContain(says);
+    }
+    const sibling = engramSource(
+      ['tenants', 'add', 'sibling', '--workspace', workspace(`sib-${namespace}`)],
+      env(),
+    );
+    expect(sibling.status, sibling.stderr).toBe(0);
+  });
+
+  it('rotates a key (old one refused after the grace, memory and sessions kept) and reuses a revoked name', async () => {
+    const { acme } = await tenants();
+    const { url } = await replica();
+    writeFileSync(join(acme.tenant.home, 'marker.md'), 'kept across rotation\n');
+    const session = await openSession(url, acme.key, acme.tenant.workspace);
+    const rotated = engramSource(['tenants', 'rotate', 'acme', '--grace', '2s'], env());
+    expect(rotated.status, rotated.stderr).toBe(0);
+    expect(rotated.stderr).toContain('keeps working until');
+    const fresh = rotated.stdout.trimEnd().split('\n').at(-1)!;
+    expect(fresh).toMatch(/^egk\.acme\.[0-9a-f]{64}$/);
+    expect(fresh).not.toBe(acme.key);
+    expect((await call(url, '/v1/usage', { key: acme.key })).status).toBe(200); // in its grace
+    await waitUntil(
+      async () => (await call(url, '/v1/usage', { key: acme.key })).status === 401,
+      'grace over',
+      {
+        timeoutMs: 15_000,
+      },
+    );
+    // The new key is the same tenant: the session opened with the old key runs a turn, the area is unchanged.
+    const turn = await call(url, `/v1/sessions/${session}/turns`, { key: fresh, body: { prompt: 'hi' } });
+    expect(turn.status).toBe(200);
+    expect(readFileSync(join(acme.tenant.home, 'marker.md'), 'utf8')).toBe('kept across rotation\n');
+    expect(engramSource(['tenants', 'rotate', 'acme', '--grace', 'soon'], env()).status).toBe(2);
+    // Revoked: no rotation; the name can be added again, keeping the memory only when asked.
+    expect(engramSource(['tenants', 'revoke', 'acme'], env()).status).toBe(0);
+    expect(engramSource(['tenants', 'rotate', 'acme'], env()).status).toBe(2);
+    const readded = engramSource(
+      ['tenants', 'add', 'acme', '--workspace', acme.tenant.workspace, '--reuse-memory-of', 'acme'],
+      env(),
+    );
+    expect(readded.status, readded.stderr).toBe(0);
+    const third = readded.stdout.trimEnd().split('\n').at(-1)!;
+    // The CLI ran synchronously in this process (blocking the server's timers): the server may close the idle
+    // keep-alive connection just as fetch reuses it (ECONNRESET); a GET is safe to send once more.
+    const usage = (key: string) =>
+      call(url, '/v1/usage', { key }).catch(() => call(url, '/v1/usage', { key }));
+    expect((await usage(fresh)).status).toBe(401);
+    expect((await usage(third)).status).toBe(200);
+    expect(readFileSync(join(acme.tenant.home, 'marker.md'), 'utf8')).toBe('kept across rotation\n');
   });
 });
 
@@ -665,10 +730,22 @@ describe('engram serve: authentication and tenant isolation', () => {
     expect((await call(url, '/v1/usage', { key: rival.key })).body.kinds).toEqual({});
     expect(usage.body.kinds.turn.count).toBe(1);
     expect(usage.body.kinds.turn).toMatchObject({ input: 120, output: 7, cache_read: 0, cache_write: 0 });
-    const metrics = await call(url, '/metrics');
+    // /metrics without the operator's token: aggregate series only, no tenant named anywhere.
+    const open = await call(url, '/metrics');
+    expect(open.status).toBe(200);
+    expect(open.body).toContain('engram_agent_turns_total');
+    expect(open.body).not.toMatch(/acme|rival|tenant=/);
+    const wrongToken = await call(url, '/metrics', {
+      headers: { authorization: 'Bearer not-the-token-at-all' },
+    });
+    expect(wrongToken.body).not.toMatch(/acme|tenant=/);
+    // With the token (generated into ENGRAM_HOME at start, since ENGRAM_DASHBOARD_TOKEN is unset): per tenant.
+    const token = readFileSync(join(engramHome, '.dashboard-token'), 'utf8').trim();
+    const metrics = await call(url, '/metrics', { headers: { authorization: `Bearer ${token}` } });
     expect(metrics.body).toMatch(/engram_tenant_tokens\{tenant="acme",kind="turn",type="input"\} 120/);
     expect(metrics.body).toMatch(/engram_tenant_tokens\{tenant="acme",kind="extract",type="output"\} [1-9]/);
-    const workerMetrics = await service.metrics.registry.metrics();
+    expect(await service.metrics.registry.metrics()).not.toContain('acme');
+    const workerMetrics = await service.metrics.tenantRegistry.metrics();
     expect(workerMetrics).toMatch(
       /engram_tenant_fork_tokens_total\{tenant="acme",queue="extract",type="output"\} [1-9]/,
     );
@@ -782,7 +859,12 @@ describe('engram serve: team sync with each tenant’s own credential', () => {
     expect(readFileSync(join(teamDirOf(acme.tenant.home), 'rule.md'), 'utf8')).toBe('ACME team rule\n');
 
     // The credential the workers made: team routes accept it as the tenant, /v1 does not.
-    const teamKey = readFileSync(join(engramHome, 'tenants', 'acme', 'team-sync.key'), 'utf8').trim();
+    // Kept in the operator-only secrets directory, never in the tenant's area (what its tools may read).
+    expect(existsSync(join(engramHome, 'tenants', 'acme', 'team-sync.key'))).toBe(false);
+    const teamKey = readFileSync(
+      join(engramHome, 'secrets', 'tenants', 'acme', 'team-sync.key'),
+      'utf8',
+    ).trim();
     expect(teamKey).toMatch(/^egt\.acme\.[0-9a-f]{64}$/);
     expect((await call(url, q, { key: teamKey })).status).toBe(200);
     expect(
@@ -793,13 +875,189 @@ describe('engram serve: team sync with each tenant’s own credential', () => {
     expect(operator.failedReason).toMatch(/ENGRAM_TEAM_SYNC_KEY/);
     expect(operator.attemptsMade).toBe(1);
     // A revoked tenant's credential stops working, and its jobs fail at once.
-    const rivalKey = readFileSync(join(engramHome, 'tenants', 'rival', 'team-sync.key'), 'utf8').trim();
+    const rivalKey = readFileSync(
+      join(engramHome, 'secrets', 'tenants', 'rival', 'team-sync.key'),
+      'utf8',
+    ).trim();
     expect((await call(url, q, { key: rivalKey })).status).toBe(200);
     await store.revoke('rival');
     expect((await call(url, q, { key: rivalKey })).status).toBe(401);
     const revoked = await run('rival', 'push');
     expect(revoked.failedReason).toMatch(/unknown or revoked/);
     expect(revoked.attemptsMade).toBe(1);
+  });
+});
+
+describe('engram serve: a team credential is bound to its tenant', () => {
+  it("a stolen-looking key of tenant A never reads or writes tenant B's repository; A's own works", async () => {
+    const { store, acme, rival } = await tenants();
+    const { url } = await replica({
+      ENGRAM_TEAM_MEMORY_DATABASE_URL: inject('postgresUrl'),
+      ENGRAM_TEAM_MEMORY_SCHEMA: `tm_${namespace.replace(/[^a-z0-9_]/gi, '_').toLowerCase()}`.slice(0, 60),
+    });
+    const acmeTeam = await store.teamSyncKey('acme');
+    const rivalRepo = '/api/claude_code/team_memory?repo=rival/private';
+    const put = (key: string, q: string, text: string) =>
+      call(url, q, { method: 'PUT', key, body: { entries: { 'plan.md': text } } });
+    expect((await put(rival.key, rivalRepo, 'RIVAL secret plan\n')).status).toBe(200);
+    // A's keys (API key and team sync credential) presented correctly, naming B's repository: they reach only
+    // A's own repository of that name — empty, then A's own write — never B's entries.
+    for (const key of [acme.key, acmeTeam]) expect((await call(url, rivalRepo, { key })).status).toBe(404);
+    expect((await put(acmeTeam, rivalRepo, 'planted by acme\n')).status).toBe(200);
+    expect((await call(url, rivalRepo, { key: rival.key })).body.content.entries).toEqual({
+      'plan.md': 'RIVAL secret plan\n',
+    });
+    // Positive control: A's credential reads A's own write.
+    expect((await call(url, rivalRepo, { key: acme.key })).body.content.entries).toEqual({
+      'plan.md': 'planted by acme\n',
+    });
+    // A name added again after revocation is a new tenant: it does not inherit the old team repositories,
+    // unless it takes over the old tenant's memory explicitly.
+    await store.revoke('rival');
+    const adopted = await store.add('rival', rival.tenant.workspace, { reuseMemoryOf: 'rival' });
+    expect((await call(url, rivalRepo, { key: adopted.key })).body.content.entries).toEqual({
+      'plan.md': 'RIVAL secret plan\n',
+    });
+    await store.revoke('rival');
+    const again = await store.add('rival', rival.tenant.workspace);
+    expect((await call(url, rivalRepo, { key: again.key })).status).toBe(404);
+    await store.revoke('rival');
+    expect((await call(url, rivalRepo, { key: adopted.key })).status).toBe(401);
+  });
+});
+
+/** A model that holds every reply to a "hold me" prompt open (after one delta) until `release`. */
+function holdingModel() {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => {
+    release = r;
+  });
+  const state = { held: 0, release };
+  main = (r) => {
+    if (!JSON.stringify(r.body.messages).includes('hold me')) return textReply('Done.');
+    state.held++;
+    return {
+      ...textReply('Held answer, in several words.'),
+      pauseStream: { afterTextDeltas: 1, until: gate },
+    };
+  };
+  return state;
+}
+
+async function openSession(url: string, key: string, cwd: string): Promise<string> {
+  const s = await call(url, '/v1/sessions', { key, body: { cwd } });
+  expect(s.status).toBe(201);
+  return s.body.id;
+}
+
+describe('engram serve: limits and revocation per tenant', () => {
+  it('bounds team memory per tenant: one repository too many → 429, bytes over the limit → 413; others unaffected', async () => {
+    const { acme, rival } = await tenants();
+    const { url } = await replica({
+      ENGRAM_TEAM_MEMORY_DATABASE_URL: inject('postgresUrl'),
+      ENGRAM_TEAM_MEMORY_SCHEMA: `tm_${namespace.replace(/[^a-z0-9_]/gi, '_').toLowerCase()}`.slice(0, 60),
+      ENGRAM_TEAM_MEMORY_MAX_REPOS: '2',
+      ENGRAM_TEAM_MEMORY_MAX_BYTES: '100',
+    });
+    const put = (key: string, repo: string, entries: Record<string, string>) =>
+      call(url, `/api/claude_code/team_memory?repo=${repo}`, { method: 'PUT', key, body: { entries } });
+    const forty = `${'x'.repeat(39)}\n`;
+    expect((await put(acme.key, 'acme/one', { 'a.md': forty })).status).toBe(200);
+    expect((await put(acme.key, 'acme/two', { 'a.md': forty })).status).toBe(200);
+    const third = await put(acme.key, 'acme/three', { 'a.md': 'small\n' });
+    expect(third.status).toBe(429);
+    expect(third.body.error.details).toEqual({
+      error_code: 'team_memory_too_many_repositories',
+      max_repositories: 2,
+    });
+    expect(third.body.error.message).toContain('ENGRAM_TEAM_MEMORY_MAX_REPOS');
+    // Nothing of the refused PUT was kept: the repository does not exist.
+    expect((await call(url, '/api/claude_code/team_memory?repo=acme/three', { key: acme.key })).status).toBe(
+      404,
+    );
+    // 80 bytes held; 40 more would be 120 > 100.
+    const over = await put(acme.key, 'acme/one', { 'b.md': forty });
+    expect(over.status).toBe(413);
+    expect(over.body.error.details).toMatchObject({
+      error_code: 'team_memory_tenant_bytes_exceeded',
+      max_tenant_bytes: 100,
+      tenant_bytes: 120,
+    });
+    // Positive controls: replacing an entry by a smaller one fits; another tenant has its own budget.
+    expect((await put(acme.key, 'acme/one', { 'a.md': 'short\n', 'b.md': forty })).status).toBe(200);
+    expect((await put(rival.key, 'acme/three', { 'a.md': forty })).status).toBe(200);
+    // Two PUTs racing for rival's last repository: the per-tenant lock lets exactly one through.
+    const raced = await Promise.all([
+      put(rival.key, 'rival/x', { 'a.md': 'x\n' }),
+      put(rival.key, 'rival/y', { 'a.md': 'y\n' }),
+    ]);
+    expect(raced.map((r) => r.status).sort()).toEqual([200, 429]);
+  });
+
+  it('refuses the N+1-th concurrent turn of one tenant across replicas with 429 naming the limit; others are served', async () => {
+    const { acme, rival } = await tenants();
+    const a = await replica({ ENGRAM_SERVE_MAX_TURNS_PER_TENANT: '2' });
+    const b = await replica({ ENGRAM_SERVE_MAX_TURNS_PER_TENANT: '2' });
+    const model_ = holdingModel();
+    const ws = acme.tenant.workspace;
+    const [s1, s2, s3] = [
+      await openSession(a.url, acme.key, ws),
+      await openSession(b.url, acme.key, ws),
+      await openSession(a.url, acme.key, ws),
+    ];
+    const turn = (url: string, key: string, id: string, prompt: string) =>
+      call(url, `/v1/sessions/${id}/turns`, { key, body: { prompt } });
+    // Two turns of acme, one on each replica, held in the model's reply.
+    const t1 = turn(a.url, acme.key, s1, 'hold me');
+    const t2 = turn(b.url, acme.key, s2, 'hold me');
+    await waitUntil(() => model_.held === 2, 'both turns in the model');
+    // The third, on either replica: 429 with the limit, the setting and Retry-After.
+    const third = await fetch(`${a.url}/v1/sessions/${s3}/turns`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${acme.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'one more' }),
+    });
+    expect(third.status).toBe(429);
+    expect(third.headers.get('retry-after')).toBe('1');
+    expect(await third.json()).toMatchObject({
+      error: { code: 'TENANT_TURN_LIMIT', limit: 2, setting: 'ENGRAM_SERVE_MAX_TURNS_PER_TENANT' },
+    });
+    // Positive control: another tenant under its own limit is served meanwhile, on the same replica.
+    const rivalSession = await openSession(b.url, rival.key, rival.tenant.workspace);
+    const rivalTurn = await turn(b.url, rival.key, rivalSession, 'hello');
+    expect(rivalTurn.status).toBe(200);
+    model_.release();
+    expect((await t1).status).toBe(200);
+    expect((await t2).status).toBe(200);
+    // The slots are given back when the turns end: acme's third turn now runs.
+    const later = await turn(a.url, acme.key, s3, 'one more');
+    expect(later.status).toBe(200);
+    expect(later.body.answer).toBe('Done.');
+  });
+
+  it("a revocation stops a running turn at its next step; another tenant's running turn completes", async () => {
+    const { store, acme, rival } = await tenants();
+    const { url } = await replica();
+    const model_ = holdingModel();
+    const s = await openSession(url, acme.key, acme.tenant.workspace);
+    const r = await openSession(url, rival.key, rival.tenant.workspace);
+    const acmeTurn = call(url, `/v1/sessions/${s}/turns`, { key: acme.key, body: { prompt: 'hold me' } });
+    const rivalTurn = call(url, `/v1/sessions/${r}/turns`, { key: rival.key, body: { prompt: 'hold me' } });
+    await waitUntil(() => model_.held === 2, 'both turns in the model');
+    await store.revoke('acme');
+    model_.release();
+    const stopped = await acmeTurn;
+    expect(stopped.status).toBe(403);
+    expect(stopped.body.error.code).toBe('TENANT_REVOKED');
+    // Positive control: the same reply, for a tenant still active, finishes the turn.
+    const done = await rivalTurn;
+    expect(done.status).toBe(200);
+    expect(done.body.answer).toBe('Held answer, in several words.');
+    // Nothing of the reply after the revocation was written to acme's transcript.
+    const transcripts = join(acme.tenant.home, 'projects');
+    const all = spawnSync('grep', ['-rl', 'Held answer', transcripts], { encoding: 'utf8' });
+    expect(all.stdout).toBe('');
+    expect(spawnSync('grep', ['-rl', 'Held answer', join(rival.tenant.home, 'projects')]).status).toBe(0);
   });
 });
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
 import { listMemories } from '@engram/memory-core/memdir/memory-files';
@@ -13,13 +14,15 @@ import {
   sessionLeaseKey,
 } from '@engram/queue/state/session-lease';
 import { SessionState } from '@engram/queue/state/session-state';
+import type { StateStore } from '@engram/queue/state/state-store';
+import { readOperatorToken, sameSecret } from '@engram/tenants/operator-token';
 import { resolveTenantCwd, SERVED_TOOLS, type Tenant, TenantStore } from '@engram/tenants/tenant-store';
 import type { HttpBindings } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { streamSSE } from 'hono/streaming';
-import { Counter, Gauge } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import type { z } from 'zod';
 import type { AgentConfig } from '../config.js';
 import { createAgentMetrics } from '../metrics.js';
@@ -79,22 +82,72 @@ export interface HostedAppOptions {
   leaseTtlMs?: number;
   /** Longest a request may ask to wait for a busy session (default 300 s). */
   maxWaitMs?: number;
+  /** Turns one tenant may run at once, across every replica sharing the queue engine (default 8). */
+  maxTurnsPerTenant?: number;
+  /**
+   * The operator's token: /metrics shows per-tenant series only to a scrape bearing it. Default: the token in
+   * `$ENGRAM_HOME/.dashboard-token` (none there: no scrape sees them).
+   */
+  operatorToken?: () => Promise<string | undefined>;
 }
 
 type Env = { Bindings: HttpBindings; Variables: { tenant: Tenant } };
 
 export class HttpError extends Error {
   constructor(
-    readonly status: 400 | 401 | 403 | 404 | 409 | 413 | 415 | 503,
+    readonly status: 400 | 401 | 403 | 404 | 409 | 413 | 415 | 429 | 503,
     readonly code: string,
     message: string,
+    /** Extra fields of the error body (e.g. the limit that refused the request). */
+    readonly details: Record<string, unknown> = {},
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
   }
 }
 
-function errorBody(code: string, message: string) {
-  return { error: { code, message } };
+/** A turn stopped because its tenant's key was revoked (or expired after a rotation) while it ran. */
+export class TenantRevokedError extends Error {
+  readonly code = 'TENANT_REVOKED';
+  constructor(tenant: string) {
+    super(`Tenant ${tenant}'s API key was revoked during this turn; the turn stopped at its next step.`);
+    this.name = 'TenantRevokedError';
+  }
+}
+
+/**
+ * Takes one of the tenant's `limit` turn slots (`turns:<tenant>:<i>` leases in the state store, so the bound
+ * holds across replicas; a dead replica's slot expires with its TTL). Undefined when all are held.
+ */
+async function acquireTurnSlot(
+  store: StateStore,
+  tenant: string,
+  limit: number,
+  ttlMs: number,
+): Promise<{ release(): Promise<void> } | undefined> {
+  const holder = randomUUID();
+  const start = Math.floor(Math.random() * limit);
+  for (let n = 0; n < limit; n++) {
+    const key = `turns:${tenant}:${(start + n) % limit}`;
+    const lease = await store.acquireLease(key, holder, ttlMs);
+    if (!lease) continue;
+    const renew = setInterval(
+      () => void store.renewLease(key, holder, lease.token, ttlMs).catch(() => {}),
+      Math.max(250, Math.floor(ttlMs / 3)),
+    );
+    renew.unref();
+    return {
+      async release() {
+        clearInterval(renew);
+        await store.releaseLease(key, holder, lease.token).catch(() => {});
+      },
+    };
+  }
+  return undefined;
+}
+
+function errorBody(code: string, message: string, details: Record<string, unknown> = {}) {
+  return { error: { code, message, ...details } };
 }
 
 async function readJson<T>(c: Context<Env>, schema: z.ZodType<T>): Promise<T> {
@@ -152,18 +205,22 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const leaseTtlMs = options.leaseTtlMs ?? DEFAULT_SESSION_LEASE_TTL_MS;
   const maxWaitMs = options.maxWaitMs ?? 300_000;
+  const maxTurnsPerTenant = options.maxTurnsPerTenant ?? 8;
   const metrics = createAgentMetrics();
+  const operatorToken = options.operatorToken ?? (() => readOperatorToken(config.engramHome));
+  // Series labelled with tenant ids live in their own registry, served only to the operator's token.
+  const tenantRegistry = new Registry();
   const tenantTokens = new Counter({
     name: 'engram_tenant_turn_tokens_total',
     help: 'Tokens of served foreground turns, per tenant and token type',
     labelNames: ['tenant', 'type'] as const,
-    registers: [metrics.registry],
+    registers: [tenantRegistry],
   });
   const ledgerGauge = new Gauge({
     name: 'engram_tenant_tokens',
     help: 'Per-tenant cost ledger from the queue engine: tokens per job kind (turn, extract, recall, session_memory, dream) and type',
     labelNames: ['tenant', 'kind', 'type'] as const,
-    registers: [metrics.registry],
+    registers: [tenantRegistry],
   });
   const sessionConflicts = new Counter({
     name: 'engram_session_conflicts_total',
@@ -218,7 +275,10 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
 
   const app = new Hono<Env>();
   app.onError((error, c) => {
-    if (error instanceof HttpError) return c.json(errorBody(error.code, error.message), error.status);
+    if (error instanceof HttpError) {
+      if (error.retryAfterSeconds !== undefined) c.header('retry-after', String(error.retryAfterSeconds));
+      return c.json(errorBody(error.code, error.message, error.details), error.status);
+    }
     const e = error as Error & { code?: string; retryable?: boolean };
     if (e.code === 'STATE_STORE_UNAVAILABLE' || e.retryable) {
       return c.json(errorBody(e.code ?? 'UNAVAILABLE', e.message), 503);
@@ -240,6 +300,10 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   });
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.get('/metrics', async (c) => {
+    c.header('content-type', metrics.registry.contentType);
+    const expected = await operatorToken().catch(() => undefined);
+    const given = /^Bearer[ ]+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '')?.[1];
+    if (!expected || !given || !sameSecret(given, expected)) return c.body(await metrics.registry.metrics());
     try {
       for (const t of await tenants.list()) {
         for (const [kind, tokens] of Object.entries(await readCostLedger(stateStore(), t.id))) {
@@ -249,8 +313,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     } catch {
       // The ledger is best effort on a scrape; the process metrics still answer.
     }
-    c.header('content-type', metrics.registry.contentType);
-    return c.body(await metrics.registry.metrics());
+    return c.body(`${await metrics.registry.metrics()}${await tenantRegistry.metrics()}`);
   });
 
   // Everything below needs a tenant's key.
@@ -385,9 +448,19 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     }
     const cwd = await tenantCwd(tenant, record.cwd);
     const controller = new AbortController();
+    await stateStore().ready();
+    const slot = await acquireTurnSlot(stateStore(), tenant.id, maxTurnsPerTenant, leaseTtlMs);
+    if (!slot) {
+      throw new HttpError(
+        429,
+        'TENANT_TURN_LIMIT',
+        `Tenant ${tenant.id} already runs ${maxTurnsPerTenant} turns at once (ENGRAM_SERVE_MAX_TURNS_PER_TENANT); retry when one ends.`,
+        { limit: maxTurnsPerTenant, setting: 'ENGRAM_SERVE_MAX_TURNS_PER_TENANT' },
+        1,
+      );
+    }
     let lease: SessionLease;
     try {
-      await stateStore().ready();
       lease = await acquireSessionLease(
         stateStore(),
         { tenant: tenant.id, sessionId: record.id },
@@ -398,12 +471,14 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
         },
       );
     } catch (error) {
+      await slot.release();
       if (error instanceof SessionBusyError) {
         sessionConflicts.inc();
         throw new HttpError(409, error.code, error.message);
       }
       throw error;
     }
+    const authorization = c.req.header('authorization');
     const signal = AbortSignal.any([controller.signal, lease.signal]);
     const events: TurnStreamEvent[] = [];
     let push: ((e: TurnStreamEvent) => void) | undefined;
@@ -431,7 +506,16 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
           canUseTool: served.canUseTool,
           wrapTools: served.wrapTools,
           signal,
-          fence: () => lease.assertHeld(),
+          // Before every append (each model reply, each tool result): still this session's writer, and the
+          // tenant's key still valid — a revocation stops a running turn at its next step. One stat once warm.
+          fence: async () => {
+            await lease.assertHeld();
+            if (!(await tenants.authenticate(authorization))) {
+              const revoked = new TenantRevokedError(tenant.id);
+              controller.abort(revoked);
+              throw revoked;
+            }
+          },
           // Token deltas are for the live stream only; the JSON answer keeps its per-block events.
           ...(streaming
             ? {
@@ -480,7 +564,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
         metrics.turns.inc({ outcome: 'error' });
         throw error;
       } finally {
-        await Promise.all([costRecorded, lease.release()]);
+        await Promise.all([costRecorded, lease.release(), slot.release()]);
       }
     })();
     running.set(turn, controller);
@@ -493,6 +577,8 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
       const e = error as Error & { code?: string };
       if (error instanceof SessionLeaseLostError)
         return { status: 409 as const, code: e.code!, message: e.message };
+      if (error instanceof TenantRevokedError)
+        return { status: 403 as const, code: e.code!, message: e.message };
       // An outage of the queue engine mid-turn is retryable, as it is before the turn starts (app.onError).
       if (e.code === 'STATE_STORE_UNAVAILABLE' || (e as { retryable?: boolean }).retryable === true)
         return { status: 503 as const, code: e.code ?? 'UNAVAILABLE', message: e.message };

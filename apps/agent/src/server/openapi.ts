@@ -150,10 +150,13 @@ export const ROUTES: readonly ApiRoute[] = [
       },
       400: err('INVALID_SESSION_ID / INVALID_JSON / INVALID_REQUEST'),
       401: unauthorized,
-      403: err('CWD_OUTSIDE_WORKSPACE'),
+      403: err('CWD_OUTSIDE_WORKSPACE / TENANT_REVOKED (the key was revoked during the turn)'),
       404: err('SESSION_NOT_FOUND'),
       409: err('SESSION_BUSY / SESSION_LEASE_LOST'),
       413: err('BODY_TOO_LARGE'),
+      429: err(
+        'TENANT_TURN_LIMIT: the tenant already runs ENGRAM_SERVE_MAX_TURNS_PER_TENANT turns (body: limit, setting; Retry-After)',
+      ),
       503: err('DRAINING / STATE_STORE_UNAVAILABLE'),
     },
   },
@@ -250,8 +253,13 @@ export const ROUTES: readonly ApiRoute[] = [
       401: unauthorized,
       412: { description: 'The store changed since If-Match', schema: teamErrorSchema },
       413: {
-        description: 'Too many entries, or an entry or the body too large',
-        schema: tooManyEntriesSchema,
+        description:
+          "Too many entries, an entry or the body too large, or the tenant's bytes over ENGRAM_TEAM_MEMORY_MAX_BYTES",
+        schema: z.union([tooManyEntriesSchema, teamErrorSchema]),
+      },
+      429: {
+        description: 'The tenant holds ENGRAM_TEAM_MEMORY_MAX_REPOS repositories already',
+        schema: teamErrorSchema,
       },
       503: err('TEAM_MEMORY_UNAVAILABLE: the team memory store is not reachable'),
     },

@@ -38,12 +38,18 @@ export interface TeamMemoryLimits {
   maxRequestBytes: number;
   /** Entries one repository may hold (default 2,000). */
   maxEntries: number;
+  /** Repositories one tenant may hold (default 100). */
+  maxRepositoriesPerTenant: number;
+  /** Bytes of entry content one tenant may hold over all its repositories (default 50 MiB). */
+  maxBytesPerTenant: number;
 }
 
 export const DEFAULT_LIMITS: TeamMemoryLimits = {
   maxEntryBytes: MAX_ENTRY_BYTES,
   maxRequestBytes: DEFAULT_MAX_REQUEST_BYTES,
   maxEntries: DEFAULT_MAX_ENTRIES,
+  maxRepositoriesPerTenant: 100,
+  maxBytesPerTenant: 50 * 1024 * 1024,
 };
 
 export interface TeamMemoryRoutesOptions {
@@ -201,7 +207,33 @@ export function teamMemoryRoutes(options: TeamMemoryRoutesOptions): TeamMemoryRo
     const result = await store.upsert(ctx.tenant.id, repo.repo, entries, {
       ifMatch,
       maxEntries: limits.maxEntries,
+      maxRepositories: limits.maxRepositoriesPerTenant,
+      maxTenantBytes: limits.maxBytesPerTenant,
     });
+    if (!result.ok && result.reason === 'too-many-repositories') {
+      sendError(
+        res,
+        429,
+        'rate_limit_error',
+        `This PUT would create a repository over the limit of ${result.maxRepositories} team memory repositories per tenant (ENGRAM_TEAM_MEMORY_MAX_REPOS).`,
+        { error_code: ERROR_CODES.tooManyRepositories, max_repositories: result.maxRepositories },
+      );
+      return done(429, { errorCode: ERROR_CODES.tooManyRepositories });
+    }
+    if (!result.ok && result.reason === 'tenant-bytes-exceeded') {
+      sendError(
+        res,
+        413,
+        'request_too_large',
+        `This PUT would leave ${result.tenantBytes} bytes of team memory, over the limit of ${result.maxTenantBytes} bytes per tenant (ENGRAM_TEAM_MEMORY_MAX_BYTES).`,
+        {
+          error_code: ERROR_CODES.tenantBytesExceeded,
+          max_tenant_bytes: result.maxTenantBytes,
+          tenant_bytes: result.tenantBytes,
+        },
+      );
+      return done(413, { errorCode: ERROR_CODES.tenantBytesExceeded });
+    }
     if (!result.ok && result.reason === 'precondition-failed') {
       const headers: Record<string, string> = result.current
         ? { ETag: formatEntityTag(result.current.checksum) }

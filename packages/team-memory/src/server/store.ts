@@ -28,13 +28,19 @@ export interface RepoHashes extends RepoMeta {
 export type UpsertResult =
   | { ok: true; meta: RepoMeta; changedKeys: string[] }
   | { ok: false; reason: 'precondition-failed'; current: RepoMeta | undefined }
-  | { ok: false; reason: 'too-many-entries'; maxEntries: number; receivedEntries: number };
+  | { ok: false; reason: 'too-many-entries'; maxEntries: number; receivedEntries: number }
+  | { ok: false; reason: 'too-many-repositories'; maxRepositories: number }
+  | { ok: false; reason: 'tenant-bytes-exceeded'; maxTenantBytes: number; tenantBytes: number };
 
 export interface UpsertOptions {
   /** The checksum the client based its change on (from If-Match); `*` = any existing store; undefined = none. */
   ifMatch?: string | undefined;
   /** Entries the repository may hold after the upsert. */
   maxEntries: number;
+  /** Repositories the tenant may hold; a PUT creating one more is refused. */
+  maxRepositories?: number;
+  /** Bytes of entry content the tenant may hold over all its repositories after the upsert. */
+  maxTenantBytes?: number;
 }
 
 export interface TeamMemoryStoreOptions {
@@ -103,12 +109,28 @@ export class TeamMemoryStore {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
+      const tenantLimits = options.maxRepositories !== undefined || options.maxTenantBytes !== undefined;
+      // Per-tenant limits count over all the tenant's repositories: PUTs of one tenant that could change those
+      // counts are serialised by a transaction-scoped lock on the tenant, so two cannot both pass the check.
+      if (tenantLimits) {
+        await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`${this.s}:${tenantId}`]);
+      }
       // Create the row on first use without racing another first PUT, then hold it for the transaction.
-      await client.query(
+      const inserted = await client.query(
         `INSERT INTO ${this.s}.repositories (tenant_id, repo, checksum) VALUES ($1, $2, $3)
-         ON CONFLICT (tenant_id, repo) DO NOTHING`,
+         ON CONFLICT (tenant_id, repo) DO NOTHING RETURNING repo`,
         [tenantId, repo, storeChecksum({})],
       );
+      if (inserted.rowCount === 1 && options.maxRepositories !== undefined) {
+        const count = await client.query<{ n: string }>(
+          `SELECT count(*) AS n FROM ${this.s}.repositories WHERE tenant_id = $1`,
+          [tenantId],
+        );
+        if (Number(count.rows[0]!.n) > options.maxRepositories) {
+          await client.query('ROLLBACK');
+          return { ok: false, reason: 'too-many-repositories', maxRepositories: options.maxRepositories };
+        }
+      }
       const locked = await client.query<{ version: string; checksum: string; entry_count: number }>(
         `SELECT version, checksum, entry_count FROM ${this.s}.repositories
          WHERE tenant_id = $1 AND repo = $2 FOR UPDATE`,
@@ -136,6 +158,24 @@ export class TeamMemoryStore {
         return { ok: false, reason: 'too-many-entries', maxEntries: options.maxEntries, receivedEntries };
       }
       const changed = keys.filter((k) => current[k] !== hashContent(entries[k]!));
+      if (options.maxTenantBytes !== undefined && changed.length > 0) {
+        const kept = await client.query<{ n: string }>(
+          `SELECT coalesce(sum(bytes), 0) AS n FROM ${this.s}.entries
+           WHERE tenant_id = $1 AND NOT (repo = $2 AND key = ANY($3::text[]))`,
+          [tenantId, repo, changed],
+        );
+        const tenantBytes =
+          Number(kept.rows[0]!.n) + changed.reduce((n, k) => n + Buffer.byteLength(entries[k]!, 'utf8'), 0);
+        if (tenantBytes > options.maxTenantBytes) {
+          await client.query('ROLLBACK');
+          return {
+            ok: false,
+            reason: 'tenant-bytes-exceeded',
+            maxTenantBytes: options.maxTenantBytes,
+            tenantBytes,
+          };
+        }
+      }
       if (changed.length === 0 && existed) {
         // Nothing new: no version bump, no history row; the answer is the current state.
         await client.query('ROLLBACK');

@@ -6,7 +6,7 @@ import { HonoAdapter } from '@bull-board/hono';
 import { sandboxStatus } from '@engram/agent-runtime/sandbox/sandbox';
 import { type ServerType, serve } from '@hono/node-server';
 import { serveStatic } from '@hono/node-server/serve-static';
-import { Hono, type MiddlewareHandler } from 'hono';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import type { WorkersConfig } from '../config.js';
 import { setOperationsGauges, type WorkerMetrics } from '../metrics.js';
 import type { OperationsReport } from '../operations.js';
@@ -41,24 +41,33 @@ function safeEqual(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
+/** Does the request carry the operator's token (Bearer or `?token=`) or basic-auth credentials? */
+export function isOperator(config: WorkersConfig['dashboard'], c: Context): boolean {
+  const header = c.req.header('authorization') ?? '';
+  const queryToken = c.req.query('token');
+  if (
+    config.token &&
+    (safeEqual(header, `Bearer ${config.token}`) || (queryToken && safeEqual(queryToken, config.token)))
+  ) {
+    return true;
+  }
+  if (config.basicAuth && header.startsWith('Basic ')) {
+    const decoded = Buffer.from(header.slice(6), 'base64').toString('utf8');
+    if (safeEqual(decoded, `${config.basicAuth.user}:${config.basicAuth.password}`)) return true;
+  }
+  return false;
+}
+
+/**
+ * Closed in every mode: with no token or credentials configured nothing passes (the service generates a
+ * token into ENGRAM_HOME at start, see `ensureOperatorToken`, so this happens only to a bare `createHttpApp`).
+ */
 export function dashboardGuard(config: WorkersConfig['dashboard']): MiddlewareHandler {
   return async (c, next) => {
-    if (!config.token && !config.basicAuth) return next();
-    const header = c.req.header('authorization') ?? '';
-    const queryToken = c.req.query('token');
-    if (
-      config.token &&
-      (safeEqual(header, `Bearer ${config.token}`) || (queryToken && safeEqual(queryToken, config.token)))
-    ) {
-      return next();
-    }
-    if (config.basicAuth && header.startsWith('Basic ')) {
-      const decoded = Buffer.from(header.slice(6), 'base64').toString('utf8');
-      if (safeEqual(decoded, `${config.basicAuth.user}:${config.basicAuth.password}`)) return next();
-    }
+    if (isOperator(config, c)) return next();
     c.header('WWW-Authenticate', config.basicAuth ? 'Basic realm="engram-dashboard"' : 'Bearer');
     return c.text(
-      'Unauthorized: the dashboard needs ENGRAM_DASHBOARD_TOKEN (Bearer) or basic-auth credentials.',
+      'Unauthorized: the dashboard needs its token (Bearer or ?token=) — ENGRAM_DASHBOARD_TOKEN, or the one generated in $ENGRAM_HOME/.dashboard-token — or basic-auth credentials.',
       401,
     );
   };
@@ -96,7 +105,11 @@ export function createHttpApp(deps: HttpDeps): Hono {
       1,
     );
     c.header('content-type', deps.metrics.registry.contentType);
-    return c.body(await deps.metrics.registry.metrics());
+    // Per-tenant series (they name tenants) only for the operator; everyone else gets the aggregate ones.
+    const tenantSeries = isOperator(deps.config.dashboard, c)
+      ? await deps.metrics.tenantRegistry.metrics()
+      : '';
+    return c.body(`${await deps.metrics.registry.metrics()}${tenantSeries}`);
   });
   if (deps.config.dashboard.enabled) {
     const basePath = '/dashboard';
