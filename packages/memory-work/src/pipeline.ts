@@ -1,4 +1,5 @@
 import { promises as fs } from 'node:fs';
+import { inSpan } from '@engram/telemetry/spans';
 import { cacheSafeParamsPathFor, loadCacheSafeParams } from '@engram/agent-runtime/fork/cache-safe-params';
 import { type ForkResult, runForkedAgent } from '@engram/agent-runtime/fork/run-forked-agent';
 import { runQueryLoop } from '@engram/agent-runtime/loop/query-loop';
@@ -170,7 +171,13 @@ const NO_USAGE: Usage = {
   cacheCreationInputTokens: 0,
 };
 
-export async function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineSpec<R>): Promise<R> {
+export function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineSpec<R>): Promise<R> {
+  return inSpan(`engram.fork ${spec.queue}`, { attributes: { 'engram.queue': spec.queue } }, () =>
+    runForkPipelineInSpan(deps, spec),
+  );
+}
+
+async function runForkPipelineInSpan<R>(deps: PipelineDeps, spec: ForkPipelineSpec<R>): Promise<R> {
   const { ctx, log, queue } = spec;
   const writer: WriterTurn = await takeWriterTurn(deps.state, ctx, deps.waker, {
     key: spec.writer.key,
@@ -243,7 +250,9 @@ export async function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineS
     const run: RunContext = { before, after, change: diffTrees(before, after), fork: done };
     const verdict = spec.guard ? await spec.guard(run) : ({ ok: true } as const);
     if (!verdict.ok) throw await refuse(spec, verdict, owner);
-    const committed = spec.commit ? await spec.commit(run) : false;
+    const committed = spec.commit
+      ? await inSpan('engram.commit', {}, () => spec.commit!(run))
+      : await inSpan('engram.commit', {}, async () => false as const);
     if (!owner()) throw new ForkAbortedError(queue, 'lease or lock lost while committing');
     if (committed !== false) after = await hash();
     const final: RunContext = { ...run, after, change: diffTrees(before, after) };
@@ -252,8 +261,20 @@ export async function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineS
       if (spec.countsAsMemory?.(rel)) deps.metrics.memoriesWritten.inc({ queue, action: 'created' });
     for (const rel of receipt.updated)
       if (spec.countsAsMemory?.(rel)) deps.metrics.memoriesWritten.inc({ queue, action: 'updated' });
-    const result = await spec.finish({ ...final, receipt });
-    await tx.commit();
+    const result = await inSpan(
+      'engram.receipt',
+      {
+        attributes: {
+          'engram.receipt.created': receipt.created.length,
+          'engram.receipt.updated': receipt.updated.length,
+        },
+      },
+      async () => {
+        const finished = await spec.finish({ ...final, receipt });
+        await tx.commit();
+        return finished;
+      },
+    );
     return result;
   } catch (error) {
     if (begun && !(error instanceof RefusedError)) {

@@ -1,4 +1,4 @@
-import { type Context, context, createContextKey } from '@opentelemetry/api';
+import { type Context, context, createContextKey, trace } from '@opentelemetry/api';
 import type { Span, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 
 // A job's tenant and project travel in the OpenTelemetry context, so every span started while the job runs —
@@ -26,8 +26,12 @@ export function scopeAttributes(scope: JobScope): Record<string, string> {
   };
 }
 
-/** Runs `fn` with `scope` on the active context (a no-op context manager when telemetry is off). */
+/**
+ * Runs `fn` with `scope` on the active context (a no-op context manager when telemetry is off), and stamps
+ * the active span (BullMQ's job span, started before the handler) with it too.
+ */
 export function withScope<T>(scope: JobScope, fn: () => T): T {
+  trace.getActiveSpan()?.setAttributes(scopeAttributes(scope));
   return context.with(context.active().setValue(SCOPE_KEY, scope), fn);
 }
 

@@ -110,3 +110,16 @@ export function describeTelemetry(settings: TelemetrySettings): string {
   ];
   return `on as ${settings.serviceName} → ${settings.endpoint} (${settings.protocol}; ${signals.join('; ')})`;
 }
+
+/** What `/readyz` says of telemetry: on or off, and where it goes (never credentials). */
+export function telemetryReport(
+  settings: TelemetrySettings,
+): { enabled: false; reason: string } | { enabled: true; serviceName: string; endpoint: string; protocol: string } {
+  if (!settings.enabled) return { enabled: false, reason: settings.reason };
+  return {
+    enabled: true,
+    serviceName: settings.serviceName,
+    endpoint: settings.endpoint,
+    protocol: settings.protocol,
+  };
+}

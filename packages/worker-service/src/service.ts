@@ -1,3 +1,4 @@
+import { activeTelemetry } from '@engram/telemetry/setup';
 import type { JobKind } from '@engram/queue/catalog';
 import { inspectBackend, UnsafeBackendError } from '@engram/queue/diagnostics';
 import { openQueueEngine, type QueueEngine } from '@engram/queue/engine';
@@ -66,6 +67,7 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
     config: config.backend,
     profile: 'worker',
     namespace: config.namespace,
+    telemetry: activeTelemetry().bullmq,
   });
   const metrics = createWorkerMetrics();
   const waker = createJobWaker(engine);

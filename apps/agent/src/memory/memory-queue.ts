@@ -1,3 +1,4 @@
+import { activeTelemetry } from '@engram/telemetry/setup';
 import { join } from 'node:path';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
 import { hasMemoryWritesSince, isMemoryPathSync } from '@engram/memory-core/extraction/memory-writes';
@@ -65,6 +66,7 @@ export class MemoryQueue {
       config: this.config.backend,
       profile: 'producer',
       namespace: this.config.namespace,
+      telemetry: activeTelemetry().bullmq,
     });
     return this.engineInstance;
   }

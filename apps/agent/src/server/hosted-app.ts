@@ -1,4 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { withHttpServerSpan } from '@engram/telemetry/http-server';
+import { telemetryReport } from '@engram/telemetry/settings';
+import { activeTelemetry } from '@engram/telemetry/setup';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
 import { listMemories } from '@engram/memory-core/memdir/memory-files';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
@@ -225,6 +228,14 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   }
 
   const app = new Hono<Env>();
+  app.use('*', (c, next) =>
+    withHttpServerSpan({ method: c.req.method, path: c.req.path, header: (n) => c.req.header(n) }, async () => {
+      await next();
+      // The route of the handler that answered (middleware match as ALL).
+      const route = c.req.matchedRoutes.filter((r) => r.method !== 'ALL').at(-1)?.path;
+      return { route, status: c.res.status };
+    }),
+  );
   app.onError((error, c) => {
     if (error instanceof HttpError) return c.json(errorBody(error.code, error.message), error.status);
     const e = error as Error & { code?: string; retryable?: boolean };
@@ -241,7 +252,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     try {
       await stateStore().ready();
       await stateStore().ping();
-      return c.json({ ready: true });
+      return c.json({ ready: true, telemetry: telemetryReport(activeTelemetry().settings) });
     } catch (error) {
       return c.json({ ready: false, reason: (error as Error).message }, 503);
     }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { inSpan } from '@engram/telemetry/spans';
 import { type AutoCompactOutcome, reactiveCompact } from '@engram/agent-runtime/compact/auto-compact';
 import {
   type ClaudeMdFile,
@@ -299,12 +300,17 @@ export class AgentSession {
   }
 
   async runTurn(prompt: string, opts: TurnOptions): Promise<TurnResult> {
-    this.fence = opts.fence;
-    try {
-      return await this.runFencedTurn(prompt, opts);
-    } finally {
-      this.fence = undefined;
-    }
+    // The turn's span: the jobs it enqueues carry its context, so their workers' spans join this trace.
+    return inSpan('engram.turn', { attributes: { 'gen_ai.conversation.id': this.sessionId } }, async (span) => {
+      this.fence = opts.fence;
+      try {
+        const result = await this.runFencedTurn(prompt, opts);
+        span.setAttribute('engram.turn.end_reason', result.endReason);
+        return result;
+      } finally {
+        this.fence = undefined;
+      }
+    });
   }
 
   private async runFencedTurn(prompt: string, opts: TurnOptions): Promise<TurnResult> {

@@ -1,4 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
+import { telemetryReport } from '@engram/telemetry/settings';
+import { activeTelemetry } from '@engram/telemetry/setup';
 import type { AddressInfo } from 'node:net';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
@@ -76,6 +78,7 @@ export function createHttpApp(deps: HttpDeps): Hono {
     const ok = ready.ok && (sandbox.available || sandbox.mode !== 'require');
     const details = {
       ...ready.details,
+      telemetry: telemetryReport(activeTelemetry().settings),
       sandbox: {
         mode: sandbox.mode,
         backend: sandbox.backend,
