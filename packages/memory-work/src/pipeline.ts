@@ -1,5 +1,4 @@
 import { promises as fs } from 'node:fs';
-import { inSpan } from '@engram/telemetry/spans';
 import { cacheSafeParamsPathFor, loadCacheSafeParams } from '@engram/agent-runtime/fork/cache-safe-params';
 import { type ForkResult, runForkedAgent } from '@engram/agent-runtime/fork/run-forked-agent';
 import { runQueryLoop } from '@engram/agent-runtime/loop/query-loop';
@@ -18,6 +17,7 @@ import type { JobKind } from '@engram/queue/catalog';
 import type { StateStore } from '@engram/queue/state/state-store';
 import type { HandlerContext, JobWaker } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
+import { inSpan } from '@engram/telemetry/spans';
 import type { ForkTransaction } from './transactions.js';
 import { diffTrees, type HashTreeOptions, hashTree, type TreeChange, type TreeState } from './tree-hash.js';
 import { takeWriterTurn, type WriterTurn } from './writer-turn.js';

@@ -114,7 +114,9 @@ export function describeTelemetry(settings: TelemetrySettings): string {
 /** What `/readyz` says of telemetry: on or off, and where it goes (never credentials). */
 export function telemetryReport(
   settings: TelemetrySettings,
-): { enabled: false; reason: string } | { enabled: true; serviceName: string; endpoint: string; protocol: string } {
+):
+  | { enabled: false; reason: string }
+  | { enabled: true; serviceName: string; endpoint: string; protocol: string } {
   if (!settings.enabled) return { enabled: false, reason: settings.reason };
   return {
     enabled: true,

@@ -1,3 +1,4 @@
+import { bridgePrometheusRegistry } from '@engram/telemetry/prometheus-bridge';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { OperationsReport } from './operations.js';
 
@@ -33,7 +34,7 @@ export interface WorkerMetrics {
 export function createWorkerMetrics(): WorkerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'engram_workers_' });
-  return {
+  const metrics: WorkerMetrics = {
     registry,
     jobs: new Counter({
       name: 'engram_jobs_total',
@@ -148,6 +149,9 @@ export function createWorkerMetrics(): WorkerMetrics {
       registers: [registry],
     }),
   };
+  // The same instruments through OpenTelemetry when it is on; /metrics is unchanged either way.
+  bridgePrometheusRegistry(registry);
+  return metrics;
 }
 
 /** Sets the outbox and reconcile gauges from one operations report (at scrape time). */

@@ -1,4 +1,3 @@
-import { activeTelemetry } from '@engram/telemetry/setup';
 import type { JobKind } from '@engram/queue/catalog';
 import { inspectBackend, UnsafeBackendError } from '@engram/queue/diagnostics';
 import { openQueueEngine, type QueueEngine } from '@engram/queue/engine';
@@ -7,6 +6,7 @@ import { JobProducer } from '@engram/queue/producer';
 import { readConsolidationState } from '@engram/queue/state/consolidation-lock';
 import { OPERATOR_TENANT, recordCost, type UsageLike } from '@engram/queue/state/cost-ledger';
 import { createJobWaker, createJobWorker, type JobHandler, type JobWaker } from '@engram/queue/worker';
+import { activeTelemetry } from '@engram/telemetry/setup';
 import type { WorkersConfig } from './config.js';
 import { type RunningHttpServer, startHttpServer } from './http/server.js';
 import type { Logger } from './logger.js';

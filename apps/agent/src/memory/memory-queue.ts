@@ -1,4 +1,3 @@
-import { activeTelemetry } from '@engram/telemetry/setup';
 import { join } from 'node:path';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
 import { hasMemoryWritesSince, isMemoryPathSync } from '@engram/memory-core/extraction/memory-writes';
@@ -16,6 +15,7 @@ import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { type EnqueueReceipt, JobProducer } from '@engram/queue/producer';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { type ExtractReceipt, SessionState, sessionStateTtlMs } from '@engram/queue/state/session-state';
+import { activeTelemetry } from '@engram/telemetry/setup';
 import type { AgentConfig } from '../config.js';
 
 // The foreground's side of memory work: decide and enqueue, never run a memory fork and never let a queue

@@ -1,7 +1,4 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { withHttpServerSpan } from '@engram/telemetry/http-server';
-import { telemetryReport } from '@engram/telemetry/settings';
-import { activeTelemetry } from '@engram/telemetry/setup';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
 import { listMemories } from '@engram/memory-core/memdir/memory-files';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
@@ -16,6 +13,9 @@ import {
   sessionLeaseKey,
 } from '@engram/queue/state/session-lease';
 import { SessionState } from '@engram/queue/state/session-state';
+import { withHttpServerSpan } from '@engram/telemetry/http-server';
+import { telemetryReport } from '@engram/telemetry/settings';
+import { activeTelemetry } from '@engram/telemetry/setup';
 import { resolveTenantCwd, SERVED_TOOLS, type Tenant, TenantStore } from '@engram/tenants/tenant-store';
 import type { HttpBindings } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
@@ -229,12 +229,15 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
 
   const app = new Hono<Env>();
   app.use('*', (c, next) =>
-    withHttpServerSpan({ method: c.req.method, path: c.req.path, header: (n) => c.req.header(n) }, async () => {
-      await next();
-      // The route of the handler that answered (middleware match as ALL).
-      const route = c.req.matchedRoutes.filter((r) => r.method !== 'ALL').at(-1)?.path;
-      return { route, status: c.res.status };
-    }),
+    withHttpServerSpan(
+      { method: c.req.method, path: c.req.path, header: (n) => c.req.header(n) },
+      async () => {
+        await next();
+        // The route of the handler that answered (middleware match as ALL).
+        const route = c.req.matchedRoutes.filter((r) => r.method !== 'ALL').at(-1)?.path;
+        return { route, status: c.res.status };
+      },
+    ),
   );
   app.onError((error, c) => {
     if (error instanceof HttpError) return c.json(errorBody(error.code, error.message), error.status);

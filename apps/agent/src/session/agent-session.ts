@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { inSpan } from '@engram/telemetry/spans';
 import { type AutoCompactOutcome, reactiveCompact } from '@engram/agent-runtime/compact/auto-compact';
 import {
   type ClaudeMdFile,
@@ -44,6 +43,7 @@ import {
 } from '@engram/memory-core/prompts/memory-notice';
 import type { ProjectChange, ProjectChangeMarks } from '@engram/queue/state/project-changes';
 import type { ExtractReceipt } from '@engram/queue/state/session-state';
+import { inSpan } from '@engram/telemetry/spans';
 import type { AgentConfig } from '../config.js';
 import { buildSessionContext, describeOverflow, type SessionContext } from '../context/session-context.js';
 import { maybeCleanupTranscripts } from '../maintenance.js';
@@ -301,16 +301,20 @@ export class AgentSession {
 
   async runTurn(prompt: string, opts: TurnOptions): Promise<TurnResult> {
     // The turn's span: the jobs it enqueues carry its context, so their workers' spans join this trace.
-    return inSpan('engram.turn', { attributes: { 'gen_ai.conversation.id': this.sessionId } }, async (span) => {
-      this.fence = opts.fence;
-      try {
-        const result = await this.runFencedTurn(prompt, opts);
-        span.setAttribute('engram.turn.end_reason', result.endReason);
-        return result;
-      } finally {
-        this.fence = undefined;
-      }
-    });
+    return inSpan(
+      'engram.turn',
+      { attributes: { 'gen_ai.conversation.id': this.sessionId } },
+      async (span) => {
+        this.fence = opts.fence;
+        try {
+          const result = await this.runFencedTurn(prompt, opts);
+          span.setAttribute('engram.turn.end_reason', result.endReason);
+          return result;
+        } finally {
+          this.fence = undefined;
+        }
+      },
+    );
   }
 
   private async runFencedTurn(prompt: string, opts: TurnOptions): Promise<TurnResult> {

@@ -1,11 +1,11 @@
 import { timingSafeEqual } from 'node:crypto';
-import { telemetryReport } from '@engram/telemetry/settings';
-import { activeTelemetry } from '@engram/telemetry/setup';
 import type { AddressInfo } from 'node:net';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { HonoAdapter } from '@bull-board/hono';
 import { sandboxStatus } from '@engram/agent-runtime/sandbox/sandbox';
+import { telemetryReport } from '@engram/telemetry/settings';
+import { activeTelemetry } from '@engram/telemetry/setup';
 import { type ServerType, serve } from '@hono/node-server';
 import { serveStatic } from '@hono/node-server/serve-static';
 import { Hono, type MiddlewareHandler } from 'hono';
