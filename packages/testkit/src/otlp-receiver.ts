@@ -31,7 +31,7 @@ type AnyValue = {
   doubleValue?: number;
 };
 
-function valueOf(v: AnyValue): unknown {
+function anyValue(v: AnyValue): unknown {
   if (v.stringValue !== undefined) return v.stringValue;
   if (v.intValue !== undefined) return Number(v.intValue);
   if (v.boolValue !== undefined) return v.boolValue;
@@ -39,7 +39,7 @@ function valueOf(v: AnyValue): unknown {
 }
 
 function attrs(list: { key: string; value: AnyValue }[] = []): Record<string, unknown> {
-  return Object.fromEntries(list.map((a) => [a.key, valueOf(a.value)]));
+  return Object.fromEntries(list.map((a) => [a.key, anyValue(a.value)]));
 }
 
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
