@@ -89,8 +89,8 @@ describe('telemetry on: one trace from a served turn to the memory file', () => 
       engramHome,
       namespace,
       queues: 'extract',
-      // Model calls on the jobs' thread, where this process's SDK is registered.
-      env: { ENGRAM_MODEL_THREADS: '0' },
+      // The default model thread: the SDK's span is made there and joins the job's trace.
+      env: { ENGRAM_MODEL_THREADS: '1' },
     });
     closer.defer(() => service.stop('test'));
     const server = await startServer(loadAgentConfig(env), { port: 0, host: '127.0.0.1' }, env);
