@@ -96,7 +96,7 @@ describe('telemetry on: one trace from a served turn to the memory file', () => 
     const server = await startServer(loadAgentConfig(env), { port: 0, host: '127.0.0.1' }, env);
     closer.defer(() => server.stop());
 
-    const ready = await (await fetch(`${server.url}/readyz`)).json();
+    const ready = (await (await fetch(`${server.url}/readyz`)).json()) as { telemetry: unknown };
     expect(ready.telemetry).toEqual({
       enabled: true,
       serviceName: 'engram-serve',
@@ -108,7 +108,8 @@ describe('telemetry on: one trace from a served turn to the memory file', () => 
         method: 'POST',
         headers: { authorization: `Bearer ${acme.key}`, 'content-type': 'application/json' },
         body: JSON.stringify(body),
-      }).then((r) => r.json());
+        // biome-ignore lint/suspicious/noExplicitAny: JSON answers of the API under test
+      }).then((r) => r.json() as Promise<any>);
     const session = await post('/v1/sessions', { cwd: workspaceDir });
     const turn = await post(`/v1/sessions/${session.id}/turns`, {
       prompt: 'Deploys go through the blue/green script.',

@@ -1,4 +1,4 @@
-import type { Telemetry as BullmqTelemetry } from 'bullmq';
+import type { BullMQOtel } from 'bullmq-otel';
 import { scopeSpanProcessor } from './scope.js';
 import { type ProcessKind, type TelemetrySettings, telemetrySettings } from './settings.js';
 
@@ -10,7 +10,7 @@ import { type ProcessKind, type TelemetrySettings, telemetrySettings } from './s
 export interface TelemetryHandle {
   readonly settings: TelemetrySettings;
   /** BullMQ's `telemetry` option for every Queue and Worker of this process; undefined when off. */
-  readonly bullmq: BullmqTelemetry | undefined;
+  readonly bullmq: BullMQOtel | undefined;
   /** Exports what is buffered (a CLI turn's spans before exit). */
   flush(): Promise<void>;
   shutdown(): Promise<void>;
