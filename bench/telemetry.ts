@@ -15,8 +15,10 @@ import { startLocalRedis } from '@engram/queue/local-redis';
 import { startOtlpReceiver } from '@engram/testkit/otlp-receiver';
 import { percentile } from './lib/stats.js';
 
-const ROUNDS = 4;
-const TURNS_PER_ROUND = 150;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
+const TURNS_PER_ROUND = Number(process.env.BENCH_TURNS ?? 150);
+/** The exporter's protocol: the default, http/protobuf, unless BENCH_OTEL_PROTOCOL says otherwise. */
+const PROTOCOL = process.env.BENCH_OTEL_PROTOCOL ?? 'http/protobuf';
 const WARMUP = 30;
 const TARGET_P50_RATIO = 1.05;
 
@@ -96,7 +98,7 @@ async function main(): Promise<void> {
         ...base,
         BENCH_DIR: join(dir, `on-${round}`),
         OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_PROTOCOL: PROTOCOL,
         OTEL_METRICS_EXPORTER: 'none',
         OTEL_LOGS_EXPORTER: 'none',
       };
@@ -112,7 +114,7 @@ async function main(): Promise<void> {
   const p50Off = percentile(off, 50);
   const p50On = percentile(on, 50);
   const ratio = p50On / p50Off;
-  console.log(`served turns: ${off.length} off, ${on.length} on; spans received: ${receiver.spans().length}`);
+  console.log(`served turns: ${off.length} off, ${on.length} on; ${PROTOCOL}; trace export requests: ${receiver.requests().get('/v1/traces') ?? 0}`);
   console.log(`p50 off ${p50Off.toFixed(2)} ms, on ${p50On.toFixed(2)} ms → ratio ${ratio.toFixed(3)}`);
   console.log(
     `p90 off ${percentile(off, 90).toFixed(2)} ms, on ${percentile(on, 90).toFixed(2)} ms → ratio ${(percentile(on, 90) / percentile(off, 90)).toFixed(3)}`,
