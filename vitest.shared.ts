@@ -1,5 +1,27 @@
+import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
+
+const ROOT = fileURLToPath(new URL('./', import.meta.url));
+
+/**
+ * The suites `npm run test:fast` leaves out (`npm test` runs them all): those that clone the repository, start
+ * built processes, drive a browser or another program's binary, or kill processes — the end-to-end tier. Paths
+ * from the repository root; `test-tiers.test.ts` (apps/agent) checks that each exists.
+ */
+export const END_TO_END_SUITES = [
+  'apps/agent/src/fresh-clone.test.ts', // clones the repository and installs it
+  'apps/agent/src/first-run.test.ts', // runs `npm run dev` / the built CLI as a new user would
+  'apps/agent/src/zero-install.test.ts', // the stack with nothing but Node (embedded PostgreSQL)
+  'apps/agent/src/cli.test.ts', // the CLI as processes
+  'apps/agent/src/sandbox.test.ts', // `engram sandbox` processes under bubblewrap
+  'apps/agent/src/server/hosted-app.test.ts', // engram serve + workers end to end
+  'apps/agent/src/server/compose.test.ts', // the compose file against the built images' contract
+  'apps/workers/src/jobs/extract-crash.test.ts', // SIGKILLs worker processes mid-job
+  'apps/workers/src/jobs/dream-processes.test.ts', // dream workers as processes
+  'packages/worker-service/src/redis-topologies.test.ts', // Redis Cluster, Sentinel and TLS servers
+  'packages/worker-service/src/http/memory-browser.test.ts', // headless Chromium
+] as const;
 
 // Tests resolve workspace packages to their TypeScript sources (the `source` export condition), so a
 // package's tests never run against a stale dist/ of another package.
@@ -28,6 +50,15 @@ export function engramVitestConfig(
     },
     test: {
       include: ['src/**/*.test.ts'],
+      // `npm run test:fast` (ENGRAM_TEST_FAST=1): this package's suites without the end-to-end tier.
+      exclude: [
+        ...configDefaults.exclude,
+        ...(process.env.ENGRAM_TEST_FAST === '1'
+          ? END_TO_END_SUITES.map((path) => relative(process.cwd(), `${ROOT}${path}`)).filter(
+              (path) => !path.startsWith('..'),
+            )
+          : []),
+      ],
       environment: 'node',
       globalSetup,
       provide: { engramServices: services },

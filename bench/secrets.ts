@@ -1,6 +1,6 @@
 // Secret-scanner bench (issue 13, item 7). Two parts, both against the previous scanner
 // (bench/lib/baseline-secret-scanner.ts) measured in the same run:
-//   1. Recall and precision on the labelled corpus (packages/memory-core/src/security/secret-corpus.ts):
+//   1. Recall and precision on the labelled corpus (packages/memory-core/src/security/secret-corpus.test-helpers.ts):
 //      true positives modelled on every gitleaks rule's format, embedded in several file syntaxes; false
 //      positives made of documented placeholders, gitleaks-style near misses and ordinary memory notes.
 //      A true positive counts as found when any rule fires (that is what the team-memory guard needs); the
@@ -16,8 +16,9 @@ import {
   BENIGN_NOTES,
   buildSecretCorpus,
   type SecretSample,
-} from '@engram/memory-core/security/secret-corpus';
-import { redactSecrets, SECRET_RULES, scanForSecrets } from '@engram/memory-core/security/secret-scanner';
+} from '@engram/memory-core/security/secret-corpus.test-helpers';
+import { SECRET_RULES } from '@engram/memory-core/security/secret-rules';
+import { redactSecrets, scanForSecrets } from '@engram/memory-core/security/secret-scanner';
 import * as baseline from './lib/baseline-secret-scanner.js';
 import { median, ms } from './lib/stats.js';
 

@@ -6,6 +6,7 @@ import {
   nonNegativeInt,
   positiveInt,
   resolveEngramHome,
+  type SharedSettings,
   sharedEnvSchema,
 } from '@engram/config/env';
 import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
@@ -41,14 +42,8 @@ const envSchema = sharedEnvSchema.extend({
   LOG_LEVEL: z.enum(LOG_LEVELS).default('warn'),
 });
 
-export interface AgentConfig {
+export interface AgentConfig extends SharedSettings<QueueBackendConfig> {
   homeDir: string;
-  engramHome: string;
-  memoryDirOverride: string | undefined;
-  backend: QueueBackendConfig;
-  namespace: string;
-  model: string;
-  smallModel: string;
   maxOutputTokens: number;
   contextWindow: number;
   maxTurns: number;

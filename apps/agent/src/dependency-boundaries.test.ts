@@ -5,7 +5,7 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-// The workspace's dependency rules (ARCHITECTURE.md, "Package map"), checked on the files themselves: apps are
+// The workspace's dependency rules (ARCHITECTURE.md, "Packages and the direction of dependencies"), checked on the files themselves: apps are
 // compositions of packages and import no other app; packages import no app; memory-core stays free of the
 // queue, Redis and the model SDK; and a workspace's shipped code imports only what its package.json declares
 // as a runtime dependency, so `npm ci --omit=dev` installs everything it needs and nothing from the tests.

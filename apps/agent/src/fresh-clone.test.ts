@@ -65,9 +65,11 @@ beforeAll(() => {
     LOG_LEVEL: 'error',
   };
 });
+// Removing the clone's node_modules (~450 MB, tens of thousands of files) can take longer than the default
+// hook timeout on a busy 2-core machine.
 afterAll(() => {
   if (clone) rmSync(join(clone, '..'), { recursive: true, force: true });
-});
+}, 180_000);
 
 describe('a fresh clone, following the README', () => {
   it('npm run dev installs the workspace first (saying so in one line), builds, and shows the ready line', async () => {

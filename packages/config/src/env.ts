@@ -30,6 +30,20 @@ export const DEFAULT_SMALL_MODEL = 'claude-haiku-5-5';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
+/**
+ * The settings every process resolves the same way (agents and workers: the data home, the memory directory
+ * override, the queue engine, the key namespace, the two models). `Backend` is the queue's backend type, which
+ * this package does not know.
+ */
+export interface SharedSettings<Backend> {
+  engramHome: string;
+  memoryDirOverride: string | undefined;
+  backend: Backend;
+  namespace: string;
+  model: string;
+  smallModel: string;
+}
+
 export const sharedEnvSchema = z.object({
   HOME: z.string().optional(),
   ENGRAM_HOME: z.string().min(1).optional(),

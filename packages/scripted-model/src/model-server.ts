@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { StopReason } from '@anthropic-ai/sdk/resources/messages';
 import { validateJsonSchema } from './json-schema.js';
 import {
   type CacheBlock,
@@ -9,7 +10,7 @@ import {
   prefixHashes,
   requestBlocks,
 } from './prefix.js';
-import type { ScriptedBlock, ScriptedError, ScriptedReply, ScriptStep, StopReason } from './replies.js';
+import type { ScriptedBlock, ScriptedError, ScriptedReply, ScriptStep } from './replies.js';
 
 // A local Anthropic-compatible Messages API for tests and the demo. The real `@anthropic-ai/sdk` talks to it
 // over HTTP (ANTHROPIC_BASE_URL). Replies come from per-test scripts; usage figures, including prompt-cache

@@ -1,13 +1,6 @@
 // Builders for scripted model replies and errors, so a test script reads like the conversation it stages.
 
-export type StopReason =
-  | 'end_turn'
-  | 'max_tokens'
-  | 'stop_sequence'
-  | 'tool_use'
-  | 'pause_turn'
-  | 'refusal'
-  | 'model_context_window_exceeded';
+import type { StopReason } from '@anthropic-ai/sdk/resources/messages';
 
 export type ScriptedBlock =
   | { type: 'text'; text: string }

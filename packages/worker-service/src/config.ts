@@ -5,6 +5,7 @@ import {
   LOG_LEVELS,
   positiveInt,
   resolveEngramHome,
+  type SharedSettings,
   sharedEnvSchema,
 } from '@engram/config/env';
 import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
@@ -47,13 +48,7 @@ const envSchema = sharedEnvSchema.extend({
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
 });
 
-export interface WorkersConfig {
-  engramHome: string;
-  memoryDirOverride: string | undefined;
-  backend: QueueBackendConfig;
-  namespace: string;
-  model: string;
-  smallModel: string;
+export interface WorkersConfig extends SharedSettings<QueueBackendConfig> {
   anthropic: {
     apiKey: string | undefined;
     baseURL: string | undefined;

@@ -77,10 +77,10 @@ export class RecallPrefetch {
     }
     const result = outcome.result;
     const seen = collectReadMemoryPaths(messages, this.ref.paths.memoryDir);
-    for (const path of collectSurfacedMemories(messages).paths) seen.add(path);
+    for (const path of collectSurfacedMemories(messages, this.ref.paths.memoryDir).paths) seen.add(path);
     const fresh = filterAgainstRead(result.attachments, seen);
     this.status = { status: 'injected', jobId, outcome: result.outcome, paths: fresh.map((m) => m.path) };
-    return fresh.length ? [relevantMemoriesAttachment(fresh)] : undefined;
+    return fresh.length ? [relevantMemoriesAttachment(fresh, this.ref.paths.memoryDir)] : undefined;
   }
 
   /** At turn end: an unconsumed result is dropped (never injected into a later turn). */

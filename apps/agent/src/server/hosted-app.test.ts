@@ -27,6 +27,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, i
 import { isFork, lastUser, textOf } from '../cli.test-helpers.js';
 import { type RunningServer, startServer } from '../commands/serve.js';
 import { loadAgentConfig } from '../config.js';
+import { ROUTES } from './openapi.js';
 
 // The hosted service end to end: real HTTP on loopback, real Redis, the scripted model, the real workers.
 
@@ -209,6 +210,65 @@ describe('engram tenants', () => {
     expect(again.status).toBe(2);
     expect(again.stderr).toContain('already exists');
     expect(engramSource(['tenants', 'revoke', 'cli-tenant'], env()).status).toBe(0);
+  });
+});
+
+describe('engram serve: the OpenAPI document is true to the routes', () => {
+  it('every route answers with a body the schema its operation documents accepts', async () => {
+    const { acme } = await tenants();
+    const { url } = await replica();
+    writeFileSync(join(acme.tenant.workspace, 'broken.md'), 'x');
+    const check = (operationId: string, status: number, answer: Answer) => {
+      const route = ROUTES.find((r) => r.operationId === operationId);
+      const schema = route?.responses[status as keyof typeof route.responses]?.schema;
+      expect(answer.status, operationId).toBe(status);
+      expect(schema, `${operationId} documents ${status}`).toBeDefined();
+      const parsed = schema?.safeParse(answer.body);
+      expect(parsed?.success, `${operationId} ${status}: ${JSON.stringify(parsed?.error?.issues)}`).toBe(
+        true,
+      );
+    };
+    check('getHealth', 200, await call(url, '/healthz'));
+    check('getReadiness', 200, await call(url, '/readyz'));
+    const created = await call(url, '/v1/sessions', { key: acme.key, body: { cwd: acme.tenant.workspace } });
+    check('createSession', 201, created);
+    check('createSession', 401, await call(url, '/v1/sessions', { body: { cwd: acme.tenant.workspace } }));
+    check('createSession', 403, await call(url, '/v1/sessions', { key: acme.key, body: { cwd: '/' } }));
+    check('getSession', 200, await call(url, `/v1/sessions/${created.body.id}`, { key: acme.key }));
+    check('getSession', 404, await call(url, '/v1/sessions/missing-session', { key: acme.key }));
+    check(
+      'runTurn',
+      200,
+      await call(url, `/v1/sessions/${created.body.id}/turns`, {
+        key: acme.key,
+        body: { prompt: 'hello there' },
+      }),
+    );
+    check(
+      'runTurn',
+      400,
+      await call(url, `/v1/sessions/${created.body.id}/turns`, { key: acme.key, body: {} }),
+    );
+    check(
+      'getSessionMemory',
+      200,
+      await call(url, `/v1/sessions/${created.body.id}/memory`, { key: acme.key }),
+    );
+    // A memory file that cannot be parsed shows up in `problems`, in the shape `engram memory list --json` has.
+    const memoryDir = (await resolveEngramPaths({ engramHome: acme.tenant.home, cwd: acme.tenant.workspace }))
+      .memoryDir;
+    mkdirSync(memoryDir, { recursive: true });
+    writeFileSync(join(memoryDir, 'project_deploys.md'), MEMORY);
+    writeFileSync(join(memoryDir, 'bad.md'), '---\nname: [unclosed\n---\nbody\n');
+    const listed = await call(url, `/v1/memory?cwd=${encodeURIComponent(acme.tenant.workspace)}`, {
+      key: acme.key,
+    });
+    check('listMemories', 200, listed);
+    expect(listed.body.memories.map((m: { file: string }) => m.file)).toContain('project_deploys.md');
+    expect(listed.body.problems).toEqual([expect.objectContaining({ filename: 'bad.md' })]);
+    expect(JSON.stringify(listed.body)).not.toContain(acme.tenant.home);
+    check('listMemories', 400, await call(url, '/v1/memory', { key: acme.key }));
+    check('getUsage', 200, await call(url, '/v1/usage', { key: acme.key }));
   });
 });
 

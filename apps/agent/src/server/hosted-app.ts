@@ -23,11 +23,12 @@ import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { streamSSE } from 'hono/streaming';
 import { Counter, Gauge } from 'prom-client';
-import { z } from 'zod';
+import type { z } from 'zod';
 import type { AgentConfig } from '../config.js';
 import { createAgentMetrics } from '../metrics.js';
 import { type AgentRuntime, createAgentRuntime } from '../runtime.js';
 import { AgentSession, type TurnResult } from '../session/agent-session.js';
+import { createSessionBody, turnBody } from './api-schemas.js';
 import { openApiDocument } from './openapi.js';
 import { effectiveTools, sandboxServedBash, servedTurnPolicy } from './served-policy.js';
 import {
@@ -86,23 +87,6 @@ export class HttpError extends Error {
     super(message);
   }
 }
-
-const MAX_PROMPT_CHARS = 200_000;
-
-const createSessionBody = z.strictObject({
-  cwd: z
-    .string()
-    .min(1)
-    .refine((p) => p.startsWith('/'), 'must be an absolute path'),
-});
-
-const turnBody = z.strictObject({
-  prompt: z.string().min(1).max(MAX_PROMPT_CHARS),
-  /** Narrows the tenant's tools for this turn; can never add one. */
-  allowedTools: z.array(z.string().max(64)).max(16).optional(),
-  /** Wait for a busy session instead of 409: true (up to the server's maximum) or seconds. */
-  wait: z.union([z.boolean(), z.number().min(0).max(3_600)]).optional(),
-});
 
 function errorBody(code: string, message: string) {
   return { error: { code, message } };
@@ -353,7 +337,8 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     const { memories, problems } = await listMemories(paths.memoryDir);
     return c.json({
       memories: memories.map(({ path: _abs, ...m }) => m),
-      problems: problems.length,
+      // The same list `engram memory list --json` prints, without the absolute paths of the tenant's area.
+      problems: problems.map(({ filePath: _abs, ...p }) => p),
     });
   });
 

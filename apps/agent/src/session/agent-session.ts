@@ -39,6 +39,7 @@ import {
 import {
   formatMemoryNotice,
   MEMORY_NOTICE_ATTACHMENT_KIND,
+  memoryUpdateAttachment,
   unannouncedMemoryChanges,
 } from '@engram/memory-core/prompts/memory-notice';
 import type { ProjectChange, ProjectChangeMarks } from '@engram/queue/state/project-changes';
@@ -380,11 +381,15 @@ export class AgentSession {
         beforeModelCall: async (state) => {
           const attachments = this.conditionalRuleAttachments(state.readFileState, injectedRules);
           // Background memory work that changed files since the last reply: one short notice, first.
-          const notice = formatMemoryNotice(unannouncedMemoryChanges(state.messages));
+          const changes = unannouncedMemoryChanges(state.messages);
+          const notice = formatMemoryNotice(changes);
           if (notice)
             attachments.unshift({
               content: notice,
-              extra: { attachmentKind: MEMORY_NOTICE_ATTACHMENT_KIND },
+              extra: {
+                attachmentKind: MEMORY_NOTICE_ATTACHMENT_KIND,
+                attachment: memoryUpdateAttachment(changes, this.paths.memoryDir),
+              },
             });
           // The first request goes out at once; from the second on, a finished recall is injected after the
           // tool results (one non-blocking look per model call).

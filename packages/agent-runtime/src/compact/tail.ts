@@ -1,6 +1,11 @@
 import { estimateMessagesTokens } from '../model/tokens.js';
 import type { ApiMessage } from '../model/types.js';
-import { isCompactBoundary, isModelVisible, type TranscriptEntry } from '../transcript/entry.js';
+import {
+  attachmentRenderedText,
+  isCompactBoundary,
+  isModelVisible,
+  type TranscriptEntry,
+} from '../transcript/entry.js';
 
 // Which recent messages survive a session-memory compaction verbatim (docs/claude-code-memory.md §7.20.4–5): everything the
 // summary has not covered yet, widened backwards until the tail is big enough to work from (≥10k tokens and
@@ -30,7 +35,8 @@ export interface TailSelection<T> {
 /** Estimated tokens of one entry as the model sees it (0 for entries it never sees). */
 export function entryTokens(entry: TranscriptEntry): number {
   if (!isModelVisible(entry)) return 0;
-  return estimateMessagesTokens([{ content: entry.message!.content as ApiMessage['content'] }]);
+  const content = entry.message?.content ?? attachmentRenderedText(entry) ?? '';
+  return estimateMessagesTokens([{ content: content as ApiMessage['content'] }]);
 }
 
 /** A user or assistant message carrying text (not only tool calls or tool results). */

@@ -1,3 +1,5 @@
+import type { StopReason as SdkStopReason } from '@anthropic-ai/sdk/resources/messages';
+
 // The wire shapes this runtime sends and stores. They mirror the Messages API (snake_case) so a transcript
 // written here is readable by Claude Code and a stored message can be sent back byte for byte.
 
@@ -83,12 +85,5 @@ export interface ApiUsage {
   cache_creation_input_tokens?: number | null;
 }
 
-export type StopReason =
-  | 'end_turn'
-  | 'max_tokens'
-  | 'stop_sequence'
-  | 'tool_use'
-  | 'pause_turn'
-  | 'refusal'
-  | 'model_context_window_exceeded'
-  | (string & {});
+/** The SDK's stop reasons, open to ones a newer API adds. */
+export type StopReason = SdkStopReason | (string & {});

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { explainBashCommand, isReadOnlyBashCommand, isReadOnlySedScript } from './bash-readonly.js';
+import { isReadOnlySedScript } from './bash-programs.js';
+import { explainBashCommand, isReadOnlyBashCommand } from './bash-readonly.js';
 
 // Commands that write, delete, redirect into files, execute arbitrary code or escape the parser.
 // None of them may ever be classified read-only.

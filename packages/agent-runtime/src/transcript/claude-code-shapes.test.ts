@@ -290,4 +290,115 @@ describe('Claude Code transcripts as Claude Code reads them', () => {
       },
     ]);
   });
+
+  // Claude Code 2.1.328 keeps recalled memories and the background-memory notice as attachments of its own
+  // types (docs/claude-code-format.md, "Attachments"); an attachment type it does not know is not replayed.
+  const MEM = '/Users/dev/.claude/projects/-Users-dev-repo/memory';
+  const recalledText = `<system-reminder>\nMemory (saved today): ${MEM}/feedback_pnpm.md:\n\nUse pnpm, never npm.\n</system-reminder>`;
+  const relevantMemories = {
+    type: 'relevant_memories',
+    memories: [
+      {
+        path: `${MEM}/feedback_pnpm.md`,
+        content: 'Use pnpm, never npm.',
+        mtimeMs: 1764590000000,
+        header: `Memory (saved today): ${MEM}/feedback_pnpm.md:`,
+      },
+    ],
+  };
+  const memoryUpdate = {
+    type: 'memory_update',
+    source: 'extract',
+    summary: 'saved 1 memory',
+    paths: [`${MEM}/feedback_pnpm.md`],
+    inContextPaths: [],
+  };
+
+  it("writes recalled memories and the memory notice in Claude Code's attachment shapes, rendered as before", () => {
+    const at = () => new Date('2026-11-30T12:00:00.000Z');
+    const base = { sessionId: SESSION, cwd: '/Users/dev/repo', gitBranch: 'main', now: at };
+    const u = createUserEntry({ ...base, parentUuid: null }, 'which package manager?');
+    const recall = createAttachmentEntry({ ...base, parentUuid: u.uuid }, recalledText, {
+      attachmentKind: 'relevant_memories',
+      attachment: relevantMemories,
+    });
+    const notice = createAttachmentEntry(
+      { ...base, parentUuid: recall.uuid },
+      '<system-reminder>saved</system-reminder>',
+      {
+        attachmentKind: 'memory_notice',
+        attachment: memoryUpdate,
+      },
+    );
+    expect(recall).toMatchObject({
+      type: 'attachment',
+      attachment: relevantMemories,
+      rendered: [{ content: recalledText }],
+      renderedRole: 'system',
+    });
+    expect(notice).toMatchObject({
+      type: 'attachment',
+      attachment: memoryUpdate,
+      rendered: [{ content: '<system-reminder>saved</system-reminder>' }],
+      renderedRole: 'system',
+    });
+    // The model sees the same text as from Engram's own attachment (the request bytes do not change).
+    expect(renderChainToApiMessages([u, recall, notice])).toEqual([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'which package manager?' },
+          { type: 'text', text: recalledText },
+          { type: 'text', text: '<system-reminder>saved</system-reminder>' },
+        ],
+      },
+    ]);
+    // An object of a type that is not one of Claude Code's falls back to Engram's own attachment.
+    const other = createAttachmentEntry({ ...base, parentUuid: u.uuid }, 'x', {
+      attachment: { type: 'mystery' },
+    });
+    expect(other.attachment).toEqual({ type: 'engram_context', content: 'x' });
+  });
+
+  it("round-trips Claude Code's attachments through the transcript writer and reader, and renders the ones Claude Code wrote", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'engram-cc-attach-'));
+    const path = join(dir, `${SESSION}.jsonl`);
+    const at = () => new Date('2026-11-30T12:00:00.000Z');
+    const base = { sessionId: SESSION, cwd: '/Users/dev/repo', gitBranch: 'main', now: at };
+    const u = createUserEntry({ ...base, parentUuid: null }, 'which package manager?');
+    const recall = createAttachmentEntry({ ...base, parentUuid: u.uuid }, recalledText, {
+      attachmentKind: 'relevant_memories',
+      attachment: relevantMemories,
+    });
+    // An entry exactly as Claude Code writes it: the attachment, its rendered text and role, no message.
+    const ccNotice = stamped('cc-notice', recall.uuid as string, {
+      type: 'attachment',
+      attachment: memoryUpdate,
+      rendered: [{ content: '<system-reminder>Saved 1 memory: feedback_pnpm.md</system-reminder>' }],
+      renderedRole: 'system',
+    });
+    const store = new TranscriptStore(path);
+    await store.append([u, recall]);
+    writeFileSync(path, `${JSON.stringify(ccNotice)}\n`, { flag: 'a' });
+    const { entries, invalid } = await new TranscriptStore(path).readAll();
+    expect(invalid).toEqual([]);
+    const read = entries.find((e) => e.uuid === recall.uuid);
+    expect(read).toMatchObject({
+      attachment: relevantMemories,
+      rendered: [{ content: recalledText }],
+      renderedRole: 'system',
+    });
+    const chain = buildChain(entries);
+    expect(chain.live.map((e) => e.uuid)).toEqual([u.uuid, recall.uuid, 'cc-notice']);
+    expect(renderChainToApiMessages(chain.live)).toEqual([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'which package manager?' },
+          { type: 'text', text: recalledText },
+          { type: 'text', text: '<system-reminder>Saved 1 memory: feedback_pnpm.md</system-reminder>' },
+        ],
+      },
+    ]);
+  });
 });

@@ -219,24 +219,78 @@ export function createAssistantEntry(
 export const ENGRAM_ATTACHMENT_TYPE = 'engram_context';
 
 /**
+ * Attachment types of Claude Code's own that Engram writes, so a Claude Code resume replays them into the
+ * model's context (it skips a type it does not know): recalled memories and the background memory notice
+ * (docs/claude-code-format.md, "Attachments").
+ */
+export const CLAUDE_CODE_ATTACHMENT_TYPES = ['relevant_memories', 'memory_update'] as const;
+export type ClaudeCodeAttachmentType = (typeof CLAUDE_CODE_ATTACHMENT_TYPES)[number];
+
+/** Claude Code's `relevant_memories` attachment: each memory with its absolute path and precomputed header. */
+export interface RelevantMemoriesAttachmentObject {
+  type: 'relevant_memories';
+  memories: { path: string; content: string; mtimeMs: number; header: string }[];
+}
+
+/** Claude Code's `memory_update` attachment: what background memory work changed. */
+export interface MemoryUpdateAttachmentObject {
+  type: 'memory_update';
+  source: 'extract' | 'dream' | 'session_memory';
+  summary: string;
+  paths: string[];
+  inContextPaths: string[];
+}
+
+export type ClaudeCodeAttachmentObject = RelevantMemoriesAttachmentObject | MemoryUpdateAttachmentObject;
+
+function isClaudeCodeAttachment(value: unknown): value is ClaudeCodeAttachmentObject {
+  const type = (value as { type?: unknown } | null)?.type;
+  return typeof type === 'string' && (CLAUDE_CODE_ATTACHMENT_TYPES as readonly string[]).includes(type);
+}
+
+function plainText(content: string | ContentBlock[]): string {
+  if (typeof content === 'string') return content;
+  return content.map((b) => (b.type === 'text' && typeof b.text === 'string' ? b.text : '')).join('\n');
+}
+
+/**
  * Model-visible context injected before a model call (e.g. recalled memories): rendered as user content.
  * Claude Code drops an attachment entry without an `attachment` object on resume (breaking the chain there),
- * so one is always written: `{type: 'engram_context', kind, content}` beside the `message` Engram renders.
+ * so one is always written. With `extra.attachment` of one of Claude Code's own types, the entry has Claude
+ * Code's shape — that object, plus the text as Claude Code renders it (`rendered: [{content}]`,
+ * `renderedRole: 'system'`) — so Claude Code replays it on resume; otherwise
+ * `{type: 'engram_context', kind, content}`. Both keep the `message` Engram renders.
  */
 export function createAttachmentEntry(
   s: EntryStamp,
   content: string | ContentBlock[],
   extra: Partial<TranscriptEntry> = {},
 ): ChainEntry {
-  const kind = typeof extra.attachmentKind === 'string' ? extra.attachmentKind : undefined;
+  const { attachment, ...rest } = extra;
+  const kind = typeof rest.attachmentKind === 'string' ? rest.attachmentKind : undefined;
+  const claudeCode = isClaudeCodeAttachment(attachment) ? attachment : undefined;
   return {
     ...stamp(s),
     type: 'attachment',
     isMeta: true,
-    attachment: { type: ENGRAM_ATTACHMENT_TYPE, ...(kind ? { kind } : {}), content },
+    attachment: claudeCode ?? { type: ENGRAM_ATTACHMENT_TYPE, ...(kind ? { kind } : {}), content },
+    ...(claudeCode ? { rendered: [{ content: plainText(content) }], renderedRole: 'system' } : {}),
     message: { role: 'user', content },
-    ...extra,
+    ...rest,
   } as ChainEntry;
+}
+
+/**
+ * The text an attachment entry puts before the model: its `message` (Engram's), else the `rendered` text
+ * Claude Code stored beside one of its own attachments. Undefined when it has neither.
+ */
+export function attachmentRenderedText(entry: TranscriptEntry): string | undefined {
+  if (entry.type !== 'attachment' || !Array.isArray(entry.rendered)) return undefined;
+  if (!isClaudeCodeAttachment(entry.attachment)) return undefined;
+  const parts = (entry.rendered as unknown[])
+    .map((r) => (r as { content?: unknown } | null)?.content)
+    .filter((c): c is string => typeof c === 'string' && c.trim() !== '');
+  return parts.length > 0 ? parts.join('\n') : undefined;
 }
 
 /** A non-model-visible event in the chain (memory_saved, compact_boundary, …). */
@@ -274,6 +328,7 @@ export function isCompactBoundary(entry: TranscriptEntry): boolean {
 export function isModelVisible(entry: TranscriptEntry): boolean {
   if (entry.isVisibleInTranscriptOnly === true && entry.isCompactSummary !== true) return false;
   if (entry.type !== 'user' && entry.type !== 'assistant' && entry.type !== 'attachment') return false;
+  if (entry.message === undefined && attachmentRenderedText(entry) !== undefined) return true;
   const m = entry.message;
   return !!m && (typeof m.content === 'string' || Array.isArray(m.content));
 }

@@ -1,5 +1,5 @@
 import type { ApiMessage, ContentBlock, Role, ToolResultBlock } from '../model/types.js';
-import { isModelVisible, type TranscriptEntry } from './entry.js';
+import { attachmentRenderedText, isModelVisible, type TranscriptEntry } from './entry.js';
 
 // The ONE function that turns transcript entries into API messages. The foreground renders its in-memory
 // entries with it before every model call, and a worker renders the same entries read back from JSONL with
@@ -38,7 +38,8 @@ export function renderChainToApiMessages(
   }
   for (const entry of chain) {
     if (!isModelVisible(entry)) continue;
-    const message = entry.message!;
+    // A Claude Code attachment carries no message, only the text it rendered.
+    const message = entry.message ?? { role: 'user' as Role, content: attachmentRenderedText(entry) ?? '' };
     const role: Role = entry.type === 'attachment' ? 'user' : message.role;
     const content = toBlocks(message.content);
     if (content.length > 0) raw.push({ role, content });

@@ -428,6 +428,167 @@ describe('applyIndexUpsert / applyIndexRemove', () => {
   });
 });
 
+// A hand-kept index in the shape people write (docs/claude-code-format.md, "Index"): items that link several
+// memories, memories listed from several lines and under two headings, continuation lines with links.
+const MULTI_LINK_INDEX = readFileSync(
+  join(import.meta.dirname, '__fixtures__/index-multi-link/MEMORY.md'),
+  'utf8',
+);
+
+/** Every file linked from the content, with how many lines link it. */
+function linkCounts(content: string): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const line of content.split('\n')) {
+    for (const file of new Set([...line.matchAll(/\]\(([^)]*)\)/g)].map((m) => m[1] as string))) {
+      counts.set(file, (counts.get(file) ?? 0) + 1);
+    }
+  }
+  return counts;
+}
+
+describe('index upkeep on hand-kept indexes: several links per line, several lines per file', () => {
+  it('sees every file linked from a list item as an entry, wherever the link sits on the item', () => {
+    const entries = parseIndexEntries(MULTI_LINK_INDEX);
+    const flaky = entries.filter((e) => e.line.startsWith('- Flaky suites'));
+    expect(flaky.map((e) => [e.file, e.title, e.leading, e.sole])).toEqual([
+      ['feedback_retries.md', 'retries', false, false],
+      ['feedback_timeouts.md', 'timeouts', false, false],
+    ]);
+    const testing = entries.filter((e) => e.file === 'feedback_testing.md');
+    expect(testing.map((e) => [e.lineIndex, e.leading, e.sole])).toEqual([
+      [5, true, false],
+      [15, true, true],
+    ]);
+    expect(testing[0]?.hook).toBe('real DB, no mocks; see also [CI matrix](project_ci.md)');
+    // The sub-item under Retries is its own entry, not a continuation of it.
+    expect(entries.find((e) => e.file === 'project_incident.md')?.lineIndex).toBe(8);
+    expect(entries.find((e) => e.file === 'feedback_retries.md' && e.leading)?.continuationLines).toBe(0);
+    // Prose outside list items is not an entry; every linked memory in a list item is.
+    expect(new Set(entries.map((e) => e.file))).toEqual(
+      new Set([
+        'feedback_testing.md',
+        'project_ci.md',
+        'feedback_retries.md',
+        'feedback_timeouts.md',
+        'project_incident.md',
+        'user_role.md',
+      ]),
+    );
+  });
+
+  it('forgetting a file linked from a line with other memories unlinks only it, keeping the other links', () => {
+    const edit = applyIndexRemove(MULTI_LINK_INDEX, 'feedback_retries.md');
+    const before = MULTI_LINK_INDEX.split('\n');
+    const after = edit.content.split('\n');
+    // `- [Retries](…)` goes; its sub-item is an entry of its own and stays; the shared line keeps timeouts.
+    expect(after).toEqual(
+      before
+        .filter((l) => !l.startsWith('- [Retries]'))
+        .map((l) =>
+          l.startsWith('- Flaky suites') ? '- Flaky suites: retries, [timeouts](feedback_timeouts.md)' : l,
+        ),
+    );
+    expect(edit.removed).toBe(2);
+  });
+
+  it("forgetting the first link of a multi-link line keeps the line and the other memory's pointer", () => {
+    const edit = applyIndexRemove(MULTI_LINK_INDEX, 'feedback_testing.md');
+    const after = edit.content.split('\n');
+    expect(after[5]).toBe('- Testing policy — real DB, no mocks; see also [CI matrix](project_ci.md)');
+    expect(after).not.toContain('2. [Testing policy](feedback_testing.md) — listed here too, on purpose');
+    expect(after).toHaveLength(MULTI_LINK_INDEX.split('\n').length - 1);
+    expect(indexLinksTo(edit.content, 'feedback_testing.md')).toBe(false);
+  });
+
+  it('an item whose continuation links another memory is unlinked, not dropped', () => {
+    const index =
+      '- [Release](release.md) — steps\n  details in [runbook](runbook.md)\n- [Other](other.md)\n';
+    expect(applyIndexRemove(index, 'release.md').content).toBe(
+      '- Release — steps\n  details in [runbook](runbook.md)\n- [Other](other.md)\n',
+    );
+    // Without a link in the continuation, the item goes with it.
+    const plain = '- [Release](release.md) — steps\n  details below\n- [Other](other.md)\n';
+    expect(applyIndexRemove(plain, 'release.md').content).toBe('- [Other](other.md)\n');
+  });
+
+  it('upserting a file whose pointer line links other memories leaves that line as written', () => {
+    const edit = applyIndexUpsert(MULTI_LINK_INDEX, {
+      title: 'Testing',
+      file: 'feedback_testing.md',
+      hook: 'new',
+    });
+    const after = edit.content.split('\n');
+    const before = MULTI_LINK_INDEX.split('\n');
+    // Line 5 (shared with the CI matrix) is not rewritten, so the CI matrix keeps that link; the pointer of
+    // Engram's shape under `## CI` is updated; nothing else changes.
+    expect(after[5]).toBe(before[5]);
+    expect(after[15]).toBe('2. [Testing](feedback_testing.md) — new');
+    expect(after.filter((l, i) => l !== before[i])).toEqual(['2. [Testing](feedback_testing.md) — new']);
+    // A file linked only from lines that also link others, or from prose continuations, gets no new line.
+    expect(
+      applyIndexUpsert(MULTI_LINK_INDEX, { title: 'Runbook', file: 'reference_runbook.md', hook: 'x' }),
+    ).toEqual({
+      content: MULTI_LINK_INDEX,
+      changed: false,
+    });
+  });
+
+  it('collapsing duplicates keeps a duplicate whose continuation links another memory', () => {
+    const index = '- [X](x.md) — one\n- [X](x.md) — two\n  see [Y](y.md)\n- [X](x.md) — three\n  plain\n';
+    expect(applyIndexUpsert(index, { title: 'X', file: 'x.md', hook: 'one' }).content).toBe(
+      '- [X](x.md) — one\n- [X](x.md) — two\n  see [Y](y.md)\n',
+    );
+  });
+
+  const MULTI_POOL = [
+    '## Section',
+    '- [Target](target.md) — plain pointer',
+    '- [Target](target.md) and [Other](other.md)',
+    '- see [Other](other.md), then [target](./target.md)',
+    '  continuation with [Deep](deep.md)',
+    '  continuation without links',
+    '- [Other](other.md) — other',
+    '  - nested [target](target.md#x) mention',
+    'Prose [t](target.md) and [o](other.md).',
+    '1. [Third](third.md)',
+  ];
+
+  it("property: forget and upsert never lose another memory's link, and touch only lines linking the file", () => {
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...MULTI_POOL), { maxLength: 20 }), (picked) => {
+        const content = `${picked.join('\n')}\n`;
+        const before = linkCounts(content);
+        const untouched = content.split('\n').filter((l) => !indexLinesLinkingTo(l, 'target.md').length);
+
+        const removed = applyIndexRemove(content, 'target.md');
+        expect(indexLinksTo(removed.content, 'target.md')).toBe(false);
+        const afterRemove = linkCounts(removed.content);
+        for (const [file, n] of before) {
+          if (!file.startsWith('target.md') && !file.startsWith('./target.md'))
+            expect(afterRemove.get(file)).toBe(n);
+        }
+        // Lines that did not link the file are all still there, in order (only unlinked continuations go).
+        const kept = removed.content.split('\n');
+        const keptUntouched = untouched.filter((l) => kept.includes(l));
+        expect(keptUntouched.filter((l) => !/^ {2}continuation without links$/.test(l))).toEqual(
+          untouched.filter((l) => !/^ {2}continuation without links$/.test(l)),
+        );
+
+        const upserted = applyIndexUpsert(content, { title: 'Target', file: 'target.md', hook: 'fresh' });
+        expect(indexLinksTo(upserted.content, 'target.md')).toBe(true);
+        const afterUpsert = linkCounts(upserted.content);
+        for (const [file, n] of before) {
+          if (file !== 'target.md') expect(afterUpsert.get(file)).toBe(n);
+        }
+        expect(
+          applyIndexUpsert(upserted.content, { title: 'Target', file: 'target.md', hook: 'fresh' }).changed,
+        ).toBe(false);
+      }),
+      { numRuns: 400 },
+    );
+  });
+});
+
 describe('index files on disk', () => {
   let dir: string;
   let cleanup: () => void;

@@ -194,6 +194,10 @@ export interface IndexEntry {
   hook?: string;
   /** How many following lines continue this entry (indented text or sub-items). */
   continuationLines: number;
+  /** The link is the first thing of its list item (`- [T](f.md) — hook`): the shape Engram writes and retitles. */
+  leading: boolean;
+  /** No other file is linked from the line: the line is this file's alone. */
+  sole: boolean;
 }
 
 // A list item (bullet or number) whose first link is the pointer; emphasis around the link is tolerated.
@@ -204,19 +208,41 @@ const LINK = /\[(?:[^\]\\]|\\.)*\]\(([^)]*)\)/g;
 const LINK_WITH_TEXT = /\[((?:[^\]\\]|\\.)*)\]\(([^)]*)\)/g;
 const LIST_ITEM = /^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+/;
 
-/** Every pointer entry in index content, in order. Never throws. */
+/**
+ * Every pointer entry in index content, in order: one per file linked from a list item (bullet or number),
+ * wherever on the item the link sits (`- [T](a.md) — hook`, `- prose … [detail](a.md)`,
+ * `- [A](a.md), [B](b.md)`). A line that links several files yields one entry for each; a file linked from
+ * several lines has an entry on each. Never throws.
+ */
 export function parseIndexEntries(content: string): IndexEntry[] {
   const lines = String(content).split('\n');
   const entries: IndexEntry[] = [];
   for (let i = 0; i < lines.length; i++) {
-    const entry = parseEntryLine(lines[i] as string);
-    if (!entry) continue;
-    entries.push({
-      lineIndex: i,
-      line: lines[i] as string,
-      ...entry,
-      continuationLines: continuationCount(lines, i),
-    });
+    const line = lines[i] as string;
+    const bare = line.endsWith('\r') ? line.slice(0, -1) : line;
+    if (!LIST_ITEM.test(bare) || !bare.includes('](')) continue;
+    const links = extractLinks(bare);
+    if (links.length === 0) continue;
+    const files = new Set(links.map((l) => l.file));
+    const lead = parseEntryLine(bare);
+    const continuationLines = continuationCount(lines, i);
+    const seen = new Set<string>();
+    for (const link of links) {
+      if (seen.has(link.file)) continue;
+      seen.add(link.file);
+      const leading = lead !== undefined && lead.file === link.file;
+      const entry: IndexEntry = {
+        lineIndex: i,
+        line,
+        title: leading ? lead.title : link.text,
+        file: link.file,
+        continuationLines,
+        leading,
+        sole: files.size === 1,
+      };
+      if (leading && lead.hook !== undefined) entry.hook = lead.hook;
+      entries.push(entry);
+    }
   }
   return entries;
 }
@@ -229,6 +255,15 @@ function parseEntryLine(rawLine: string): { title: string; file: string; hook?: 
   if (file === undefined) return undefined;
   const hook = (match[4] ?? '').replace(/^[\s:]*(?:[—–-]+|:)?\s*/, '').trim();
   return hook === '' ? { title: match[2] as string, file } : { title: match[2] as string, file, hook };
+}
+
+function extractLinks(text: string): { text: string; file: string }[] {
+  const links: { text: string; file: string }[] = [];
+  for (const match of text.matchAll(LINK_WITH_TEXT)) {
+    const file = normalizeTarget(match[2] as string);
+    if (file !== undefined) links.push({ text: match[1] as string, file });
+  }
+  return links;
 }
 
 function normalizeTarget(rawTarget: string): string | undefined {
@@ -252,14 +287,18 @@ function indentOf(line: string): number {
   return line.length - line.trimStart().length;
 }
 
+function isLinkingListItem(line: string): boolean {
+  return LIST_ITEM.test(line) && line.includes('](') && extractLinks(line).length > 0;
+}
+
 /** Lines after an entry that are more indented than it and not blank belong to it (wrapped hooks, sub-items). */
 function continuationCount(lines: string[], index: number): number {
   const base = indentOf(lines[index] as string);
   let count = 0;
   for (let j = index + 1; j < lines.length; j++) {
     const next = (lines[j] as string).replace(/\r$/, '');
-    // A nested pointer to another file is its own entry, never part of this one.
-    if (next.trim() === '' || indentOf(next) <= base || parseEntryLine(next) !== undefined) break;
+    // A nested list item that links a file is its own entry, never part of this one.
+    if (next.trim() === '' || indentOf(next) <= base || isLinkingListItem(next)) break;
     count++;
   }
   return count;
@@ -303,31 +342,44 @@ export interface IndexEdit {
 }
 
 /**
- * Adds or updates the pointer for `entry.file`. The first entry line pointing at the file is rewritten in
- * place (keeping its list marker and indentation); later duplicate entry lines for it (with their
- * continuation lines) are removed; with none, and no other line linking to the file, the line is appended.
- * All other lines are left untouched, and applying the same upsert twice changes nothing the second time.
+ * The lines an entry owns when it goes as a whole: its line and its continuation lines — or nothing when one
+ * of those continuation lines links another file (dropping it would take that file's pointer with it).
+ */
+function ownedLines(lines: string[], entry: IndexEntry, file: string): number[] | undefined {
+  const owned = [entry.lineIndex];
+  for (let k = 1; k <= entry.continuationLines; k++) {
+    const line = lines[entry.lineIndex + k] as string;
+    if (extractLinkTargets(line).some((t) => t !== file)) return undefined;
+    owned.push(entry.lineIndex + k);
+  }
+  return owned;
+}
+
+/**
+ * Adds or updates the pointer for `entry.file`. Only a pointer line of the shape Engram writes — a list item
+ * whose first and only link is the file (`- [T](file.md) — hook`) — is rewritten, in place, keeping its list
+ * marker and indentation; further lines of that same shape for the file are duplicates and go (with their
+ * continuation lines, unless one of those links another file). Any other line that links the file — a line that also links other memories, prose, a heading —
+ * already counts as the file's entry and is left as written. With none at all, the line is appended. Applying the same upsert twice changes nothing.
  */
 export function applyIndexUpsert(content: string, entry: IndexEntryInput): IndexEdit {
   const file = validateIndexFile(entry.file);
   const newLine = formatIndexLine({ ...entry, file });
   const lines = content.split('\n');
   const crlf = detectCrlf(content);
-  const matches = parseIndexEntries(content).filter((e) => e.file === file);
-  // A pointer that is not first on its line (`- prose … [detail](file.md)`) is someone's wording: it counts
-  // as the file's entry and is left as written.
-  if (matches.length === 0 && indexLinksTo(content, file)) return { content, changed: false };
-  if (matches.length === 0) {
+  if (!indexLinksTo(content, file)) {
     const endsWithNewline = content === '' || content.endsWith('\n');
     const eol = crlf ? '\r\n' : '\n';
     const prefix = content === '' ? '' : endsWithNewline ? content : `${content}${eol}`;
     return { content: `${prefix}${newLine}${endsWithNewline ? eol : ''}`, changed: true };
   }
-  const [first, ...duplicates] = matches as [IndexEntry, ...IndexEntry[]];
+  const pointers = parseIndexEntries(content).filter((e) => e.file === file && e.leading && e.sole);
+  if (pointers.length === 0) return { content, changed: false };
+  const [first, ...duplicates] = pointers as [IndexEntry, ...IndexEntry[]];
   const drop = new Set<number>();
-  for (const dup of duplicates) for (let k = 0; k <= dup.continuationLines; k++) drop.add(dup.lineIndex + k);
+  for (const dup of duplicates) for (const k of ownedLines(lines, dup, file) ?? []) drop.add(k);
   const old = lines[first.lineIndex] as string;
-  const marker = /^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+/.exec(old)?.[0] ?? '- ';
+  const marker = LIST_ITEM.exec(old)?.[0] ?? '- ';
   const replaced = `${marker}${newLine.slice(2)}${old.endsWith('\r') ? '\r' : ''}`;
   if (replaced === old && drop.size === 0) return { content, changed: false };
   lines[first.lineIndex] = replaced;
@@ -335,26 +387,32 @@ export function applyIndexUpsert(content: string, entry: IndexEntryInput): Index
 }
 
 /**
- * Forgets `file` in the index: a list item (bullet or number) whose only link target is `file` goes, with
- * its continuation lines, wherever on the line the link sits; any other line that links to it (prose, a
- * heading, an item that also links elsewhere) keeps its wording with that link turned into its plain text. No
- * other line changes. `removed` counts the lines removed or rewritten.
+ * Forgets `file` in the index. A list item that links only `file` goes with its continuation lines, wherever
+ * on the item the link sits — unless a continuation line links another file. Every other line that links it
+ * (prose, a heading, an item that also links other memories, an item whose continuation links others) keeps
+ * its wording with each link to `file` turned into its plain text. No other line changes, byte for byte.
+ * `removed` counts the lines removed or rewritten.
  */
 export function applyIndexRemove(content: string, file: string): IndexEdit & { removed: number } {
   const target = validateIndexFile(file);
   const hits = indexLinesLinkingTo(content, target);
   if (hits.length === 0) return { content, changed: false, removed: 0 };
   const lines = content.split('\n');
+  const sole = new Map(
+    parseIndexEntries(content)
+      .filter((e) => e.file === target && e.sole)
+      .map((e) => [e.lineIndex, e]),
+  );
   const drop = new Set<number>();
   for (const i of hits) {
-    const line = lines[i] as string;
-    const others = extractLinkTargets(line).filter((t) => t !== target);
-    if (others.length === 0 && LIST_ITEM.test(line)) {
-      const continuation = continuationCount(lines, i);
-      for (let k = 0; k <= continuation; k++) drop.add(i + k);
+    if (drop.has(i)) continue;
+    const entry = sole.get(i);
+    const owned = entry ? ownedLines(lines, entry, target) : undefined;
+    if (owned) {
+      for (const k of owned) drop.add(k);
       continue;
     }
-    lines[i] = line.replace(LINK_WITH_TEXT, (whole, text: string, rawTarget: string) =>
+    lines[i] = (lines[i] as string).replace(LINK_WITH_TEXT, (whole, text: string, rawTarget: string) =>
       normalizeTarget(rawTarget) === target ? text : whole,
     );
   }
@@ -452,7 +510,7 @@ export function indexTitleFor(name: string, file: string): string {
  */
 export function applyIndexRetitle(content: string, file: string, expected: string, title: string): IndexEdit {
   const target = validateIndexFile(file);
-  const entry = parseIndexEntries(content).find((e) => e.file === target);
+  const entry = parseIndexEntries(content).find((e) => e.file === target && e.leading);
   if (!entry || entry.title !== expected || expected === title) return { content, changed: false };
   const lines = content.split('\n');
   const line = lines[entry.lineIndex] as string;
@@ -506,7 +564,7 @@ export async function refreshIndexTitle(
   const target = validateIndexFile(file);
   return withFileLock(indexPath, async () => {
     const content = await readIndexForEdit(indexPath);
-    const entry = parseIndexEntries(content).find((e) => e.file === target);
+    const entry = parseIndexEntries(content).find((e) => e.file === target && e.leading);
     if (!entry) return { changed: false };
     const records = await readTitleRecords(indexPath);
     const record = records[target];

@@ -3,6 +3,7 @@ import {
   formatMemoryNotice,
   MAX_NOTICE_FILES,
   MEMORY_NOTICE_ATTACHMENT_KIND,
+  memoryUpdateAttachment,
   unannouncedMemoryChanges,
 } from './memory-notice.js';
 
@@ -56,5 +57,36 @@ describe('memory change notice', () => {
     ]);
     expect(changes).toHaveLength(MAX_NOTICE_FILES + 3);
     expect(formatMemoryNotice(changes)).toContain(', and 3 more.');
+  });
+
+  it("records the notice as Claude Code's memory_update attachment: summary, absolute paths", () => {
+    const dir = '/home/dev/.claude/projects/-repo/memory';
+    expect(memoryUpdateAttachment([{ path: 'feedback_pnpm.md', action: 'created' }], dir)).toEqual({
+      type: 'memory_update',
+      source: 'extract',
+      summary: 'saved 1 memory',
+      paths: [`${dir}/feedback_pnpm.md`],
+      inContextPaths: [],
+    });
+    expect(
+      memoryUpdateAttachment(
+        [
+          { path: 'a.md', action: 'created' },
+          { path: 'team/b.md', action: 'updated' },
+        ],
+        dir,
+      ).summary,
+    ).toBe('changed 2 memories');
+    expect(memoryUpdateAttachment([{ path: 'a.md', action: 'updated' }], dir).summary).toBe(
+      'updated 1 memory',
+    );
+  });
+
+  it('a memory_update attachment Claude Code wrote also marks the changes before it as told', () => {
+    const ccNotice = { type: 'attachment', attachment: { type: 'memory_update', summary: 'saved 1 memory' } };
+    expect(unannouncedMemoryChanges([saved([{ path: 'a.md', action: 'created' }]), ccNotice])).toEqual([]);
+    expect(unannouncedMemoryChanges([ccNotice, saved([{ path: 'b.md', action: 'created' }])])).toEqual([
+      { path: 'b.md', action: 'created' },
+    ]);
   });
 });

@@ -19,7 +19,7 @@ import { STOP_WORDS_BY_LANGUAGE, tokenize } from '../text/tokenize.js';
 //   Japanese or Chinese word is kept only when it is a single character bigram), first occurrence of each
 //   token only. Kept: en 1449, de 661, fr 680, es 814, it 880, pt 838, nl 851, ru 830, zh 446, ja 385.
 // Why these sizes: bench/recall-quality.ts measures the rule with 1,000 to 5,000 English words
-// (ARCHITECTURE.md gives the numbers); 2,000 separates everyday words from the technical vocabulary of the
+// (docs/recall.md gives the numbers); 2,000 separates everyday words from the technical vocabulary of the
 // evaluation's memory directories ("network", rank 3052 in SUBTLEX-US, still counts; "install" 9940,
 // "checkout" 15428, "yarn" 13558, "index" 11614).
 

@@ -29,7 +29,7 @@ import { isCommonWord, probableLanguages } from './common-words.js';
 // LEXICAL_IDF_MIN_DOCS documents, so a one-file memory directory does not make every shared word look weak
 // (nor every word look distinctive in a directory of two). The constants are calibrated on the labelled
 // evaluation set (bench/recall-quality.ts prints the sweep; the calibration is described in
-// ARCHITECTURE.md). The recall fallback (select.ts) takes only the best of these matches
+// docs/recall.md). The recall fallback (select.ts) takes only the best of these matches
 // (LEXICAL_FALLBACK_MATCHES).
 
 export const BM25_K1 = 1.2;

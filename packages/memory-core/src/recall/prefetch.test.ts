@@ -4,6 +4,7 @@ import {
   collectRecentSuccessfulTools,
   collectSurfacedMemories,
   filterAgainstRead,
+  isRelevantMemoriesEntry,
   type PrefetchEntry,
   prefetchSkipReason,
   RELEVANT_MEMORIES_MAX_SESSION_BYTES,
@@ -71,7 +72,7 @@ function memory(
 
 /** An attachment entry exactly as the foreground writes it (createAttachmentEntry + the marking fields). */
 function recallEntry(memories: RecalledMemory[]): PrefetchEntry {
-  const a = relevantMemoriesAttachment(memories);
+  const a = relevantMemoriesAttachment(memories, MEM);
   return { type: 'attachment', isMeta: true, message: { role: 'user', content: a.content }, ...a.extra };
 }
 
@@ -85,16 +86,24 @@ describe('renderRecalledMemories', () => {
   });
 
   it('marks the attachment with its kind and per-memory records whose bytes are the content sizes', () => {
-    const a = relevantMemoriesAttachment([
-      memory('a.md', 'héllo'),
-      memory('b.md', 'x', { truncated: true, limit: 200 }),
-    ]);
+    const a = relevantMemoriesAttachment(
+      [memory('a.md', 'héllo'), memory('b.md', 'x', { truncated: true, limit: 200 })],
+      MEM,
+    );
     expect(a.extra).toEqual({
       attachmentKind: 'relevant_memories',
       memories: [
         { path: 'a.md', mtimeMs: 1, bytes: 6, truncated: false },
         { path: 'b.md', mtimeMs: 1, bytes: 1, truncated: true, limit: 200 },
       ],
+      // Claude Code's own attachment object: absolute paths, content, mtime and the precomputed header.
+      attachment: {
+        type: 'relevant_memories',
+        memories: [
+          { path: `${MEM}/a.md`, content: 'héllo', mtimeMs: 1, header: `Memory (saved today): ${MEM}/a.md:` },
+          { path: `${MEM}/b.md`, content: 'x', mtimeMs: 1, header: `Memory (saved today): ${MEM}/b.md:` },
+        ],
+      },
     });
     expect(a.content).toBe(renderRecalledMemories([memory('a.md', 'héllo'), memory('b.md', 'x')]));
   });
@@ -138,6 +147,28 @@ describe('collectSurfacedMemories', () => {
       memories: [{ path: 'a.md' }],
     };
     expect(collectSurfacedMemories([entry])).toEqual({ paths: new Set(['a.md']), bytes: 6 });
+  });
+
+  it('counts a relevant_memories attachment Claude Code wrote (no Engram records, absolute paths)', () => {
+    // The shape Claude Code 2.1.328 keeps on resume: the attachment object, its rendered text, no message.
+    const entry: PrefetchEntry = {
+      type: 'attachment',
+      attachment: {
+        type: 'relevant_memories',
+        memories: [
+          { path: `${MEM}/feedback_pnpm.md`, content: 'Use pnpm', mtimeMs: 5, header: 'Memory: x' },
+          { path: '/elsewhere/other.md', content: 'héllo', mtimeMs: 5, header: 'Memory: y' },
+        ],
+      },
+      rendered: [{ content: '<system-reminder>…</system-reminder>' }],
+      renderedRole: 'system',
+    };
+    expect(isRelevantMemoriesEntry(entry)).toBe(true);
+    expect(collectSurfacedMemories([entry], MEM)).toEqual({
+      paths: new Set(['feedback_pnpm.md']),
+      bytes: 14,
+    });
+    expect(collectSurfacedMemories([entry])).toEqual({ paths: new Set(), bytes: 14 });
   });
 });
 

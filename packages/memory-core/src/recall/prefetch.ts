@@ -1,4 +1,4 @@
-import { isAbsolute, normalize, relative, sep } from 'node:path';
+import { isAbsolute, join, normalize, relative, sep } from 'node:path';
 import { isMemoryPathSync } from '../paths/memory-paths.js';
 import type { RecalledMemory } from './read-for-surfacing.js';
 import { normalizeMemoryRelPath } from './select.js';
@@ -9,13 +9,18 @@ import { MAX_SELECTED_MEMORIES } from './selection-prompt.js';
 // so compaction (which starts a new context at its boundary) resets the budget and the surfaced set.
 //
 // How a recall injection is marked in the transcript: one `attachment` entry per injection, written with
-// `relevantMemoriesAttachment(memories)`:
+// `relevantMemoriesAttachment(memories, memoryDir)`, in Claude Code's own shape so a Claude Code resume keeps
+// it (docs/claude-code-format.md, "Attachments"), plus Engram's records:
 //   { type: 'attachment', isMeta: true,
+//     attachment: { type: 'relevant_memories', memories: [{ path: <absolute>, content, mtimeMs, header }] },
+//     rendered: [{ content: renderRecalledMemories(memories) }], renderedRole: 'system',
 //     message: { role: 'user', content: renderRecalledMemories(memories) },
 //     attachmentKind: 'relevant_memories',
 //     memories: [{ path, mtimeMs, bytes, truncated, limit? }, …] }
-// `path` is relative to the memory directory (forward slashes) and `bytes` is the UTF-8 size of that memory's
-// injected content, which is what the session budget sums.
+// Engram's `path` is relative to the memory directory (forward slashes) and `bytes` is the UTF-8 size of that
+// memory's injected content, which is what the session budget sums. An entry Claude Code wrote has only the
+// `attachment` object: its memories' contents are summed, and its paths made relative where they are inside
+// the memory directory.
 
 /** Injected recall bytes per context; past it, no more prefetches (about three full injections). */
 export const RELEVANT_MEMORIES_MAX_SESSION_BYTES = 60 * 1024;
@@ -44,13 +49,27 @@ export interface PrefetchEntry {
   [key: string]: unknown;
 }
 
+/** Claude Code's own attachment object for recalled memories (its `relevant_memories` type). */
+export interface ClaudeCodeRelevantMemories {
+  type: typeof RELEVANT_MEMORIES_ATTACHMENT_KIND;
+  memories: { path: string; content: string; mtimeMs: number; header: string }[];
+}
+
 /** What to hand the query loop's `beforeModelCall`: the attachment text and the marking fields. */
 export interface RelevantMemoriesAttachment {
   content: string;
-  extra: { attachmentKind: typeof RELEVANT_MEMORIES_ATTACHMENT_KIND; memories: SurfacedMemoryRecord[] };
+  extra: {
+    attachmentKind: typeof RELEVANT_MEMORIES_ATTACHMENT_KIND;
+    memories: SurfacedMemoryRecord[];
+    attachment: ClaudeCodeRelevantMemories;
+  };
 }
 
-export function relevantMemoriesAttachment(memories: readonly RecalledMemory[]): RelevantMemoriesAttachment {
+/** `memoryDir` names the directory in Claude Code's attachment (absolute paths, as Claude Code writes them). */
+export function relevantMemoriesAttachment(
+  memories: readonly RecalledMemory[],
+  memoryDir: string,
+): RelevantMemoriesAttachment {
   return {
     content: renderRecalledMemories(memories),
     extra: {
@@ -62,6 +81,15 @@ export function relevantMemoriesAttachment(memories: readonly RecalledMemory[]):
         truncated: m.truncated,
         ...(m.limit !== undefined ? { limit: m.limit } : {}),
       })),
+      attachment: {
+        type: RELEVANT_MEMORIES_ATTACHMENT_KIND,
+        memories: memories.map((m) => ({
+          path: join(memoryDir, m.path),
+          content: m.content,
+          mtimeMs: m.mtimeMs,
+          header: m.header,
+        })),
+      },
     },
   };
 }
@@ -93,15 +121,22 @@ function messageText(entry: PrefetchEntry): string {
   return content.map((b) => (b.type === 'text' && typeof b.text === 'string' ? b.text : '')).join('');
 }
 
+/** Engram's recall marking, or Claude Code's own `relevant_memories` attachment. */
 export function isRelevantMemoriesEntry(entry: PrefetchEntry): boolean {
-  return entry.type === 'attachment' && entry.attachmentKind === RELEVANT_MEMORIES_ATTACHMENT_KIND;
+  if (entry.type !== 'attachment') return false;
+  if (entry.attachmentKind === RELEVANT_MEMORIES_ATTACHMENT_KIND) return true;
+  return (entry.attachment as { type?: unknown } | undefined)?.type === RELEVANT_MEMORIES_ATTACHMENT_KIND;
 }
 
 /**
  * The memories already injected in the current context and their injected bytes. An entry whose records lack
- * a valid `bytes` counts its whole message text instead (never under-counts the budget).
+ * a valid `bytes` counts its whole message text instead (never under-counts the budget). An entry Claude Code
+ * wrote counts its memories' contents; its absolute paths are made relative when `memoryDir` holds them.
  */
-export function collectSurfacedMemories(entries: readonly PrefetchEntry[]): {
+export function collectSurfacedMemories(
+  entries: readonly PrefetchEntry[],
+  memoryDir?: string,
+): {
   paths: Set<string>;
   bytes: number;
 } {
@@ -109,6 +144,10 @@ export function collectSurfacedMemories(entries: readonly PrefetchEntry[]): {
   let bytes = 0;
   for (const entry of currentContext(entries)) {
     if (!isRelevantMemoriesEntry(entry)) continue;
+    if (entry.attachmentKind !== RELEVANT_MEMORIES_ATTACHMENT_KIND) {
+      bytes += claudeCodeSurfaced(entry, memoryDir, paths);
+      continue;
+    }
     const records = Array.isArray(entry.memories) ? (entry.memories as unknown[]) : [];
     let entryBytes = 0;
     let valid = records.length > 0;
@@ -121,6 +160,20 @@ export function collectSurfacedMemories(entries: readonly PrefetchEntry[]): {
     bytes += valid ? entryBytes : Buffer.byteLength(messageText(entry), 'utf8');
   }
   return { paths, bytes };
+}
+
+function claudeCodeSurfaced(entry: PrefetchEntry, memoryDir: string | undefined, paths: Set<string>): number {
+  const memories = (entry.attachment as { memories?: unknown } | undefined)?.memories;
+  let bytes = 0;
+  for (const m of Array.isArray(memories) ? memories : []) {
+    const { path, content } = (m ?? {}) as { path?: unknown; content?: unknown };
+    if (typeof content === 'string') bytes += Buffer.byteLength(content, 'utf8');
+    if (typeof path !== 'string' || memoryDir === undefined || !isAbsolute(path)) continue;
+    const rel = relative(memoryDir, path);
+    if (rel !== '' && !rel.startsWith('..') && !isAbsolute(rel))
+      paths.add(normalizeMemoryRelPath(rel.split(sep).join('/')));
+  }
+  return bytes;
 }
 
 /** A message the user typed (not a tool result, not injected context, not a compaction summary). */

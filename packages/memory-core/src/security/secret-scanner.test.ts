@@ -1,10 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { BENIGN_NOTES, buildSecretCorpus, CORPUS_EXCLUDED, CORPUS_SPECS, prng } from './secret-corpus.js';
+import {
+  BENIGN_NOTES,
+  buildSecretCorpus,
+  CORPUS_EXCLUDED,
+  CORPUS_SPECS,
+  prng,
+} from './secret-corpus.test-helpers.js';
+import { SECRET_RULES } from './secret-rules.js';
 import {
   isPlaceholderSecret,
   REDACTED,
   redactSecrets,
-  SECRET_RULES,
   scanForSecrets,
   shannonEntropy,
 } from './secret-scanner.js';

@@ -4,6 +4,43 @@ import type { Lease, StateStore } from './state-store.js';
 // A lease held for the length of a piece of work: renewed in the background at a third of its TTL, with an
 // AbortSignal that fires if a renewal is refused (someone else now holds it) so the work stops writing.
 
+/** A running renewal loop: `signal` aborts when a renewal is refused; `stop()` ends the loop. */
+export interface Renewal {
+  signal: AbortSignal;
+  stop(): void;
+}
+
+/**
+ * Renews at a third of `ttlMs` until stopped. A renewal answered `false` (someone else holds it now) aborts
+ * `signal` with `lostMessage`; a transient store error is skipped (the next tick retries, and the TTL covers two
+ * missed renewals). The one renewal loop of every held lease: project writer, session, consolidation lock.
+ */
+export function keepRenewing(renew: () => Promise<boolean>, ttlMs: number, lostMessage: string): Renewal {
+  const controller = new AbortController();
+  let stopped = false;
+  const timer = setInterval(
+    () => {
+      renew().then(
+        (ok) => {
+          if (!ok && !stopped) controller.abort(new Error(lostMessage));
+        },
+        () => {
+          // A transient store error: the next tick retries.
+        },
+      );
+    },
+    Math.max(50, Math.floor(ttlMs / 3)),
+  );
+  timer.unref();
+  return {
+    signal: controller.signal,
+    stop: () => {
+      stopped = true;
+      clearInterval(timer);
+    },
+  };
+}
+
 export interface HeldLease {
   lease: Lease;
   /** Aborts when the lease is lost. */
@@ -19,28 +56,16 @@ export async function tryHoldLease(
   const holder = options.holder ?? `${process.pid}-${randomUUID()}`;
   const lease = await store.acquireLease(key, holder, options.ttlMs);
   if (!lease) return undefined;
-  const controller = new AbortController();
-  let released = false;
-  const timer = setInterval(
-    () => {
-      store.renewLease(key, holder, lease.token, options.ttlMs).then(
-        (ok) => {
-          if (!ok && !released) controller.abort(new Error(`lease ${key} was lost`));
-        },
-        () => {
-          // A transient store error: the next tick retries; the TTL covers two missed renewals.
-        },
-      );
-    },
-    Math.max(50, Math.floor(options.ttlMs / 3)),
+  const renewal = keepRenewing(
+    () => store.renewLease(key, holder, lease.token, options.ttlMs),
+    options.ttlMs,
+    `lease ${key} was lost`,
   );
-  timer.unref();
   return {
     lease,
-    signal: controller.signal,
+    signal: renewal.signal,
     release: async () => {
-      released = true;
-      clearInterval(timer);
+      renewal.stop();
       await store.releaseLease(key, holder, lease.token).catch(() => false);
     },
   };
@@ -72,29 +97,17 @@ export async function holdLeaseInTurn(
   const turn = await store.acquireLeaseInTurn(key, holder, ttlMs, options.waiterTtlMs);
   if (!turn.acquired) return turn;
   const { lease } = turn;
-  const controller = new AbortController();
-  let released = false;
-  const timer = setInterval(
-    () => {
-      store.renewLease(key, holder, lease.token, ttlMs).then(
-        (ok) => {
-          if (!ok && !released) controller.abort(new Error(`lease ${key} was lost`));
-        },
-        () => {
-          // A transient store error: the next tick retries; the TTL covers two missed renewals.
-        },
-      );
-    },
-    Math.max(50, Math.floor(ttlMs / 3)),
+  const renewal = keepRenewing(
+    () => store.renewLease(key, holder, lease.token, ttlMs),
+    ttlMs,
+    `lease ${key} was lost`,
   );
-  timer.unref();
   return {
     held: {
       lease,
-      signal: controller.signal,
+      signal: renewal.signal,
       release: async () => {
-        released = true;
-        clearInterval(timer);
+        renewal.stop();
         const out = await store
           .releaseLeaseToNext(key, holder, lease.token, options.reserveMs)
           .catch(() => ({ released: false, next: undefined }));

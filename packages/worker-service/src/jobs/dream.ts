@@ -40,6 +40,7 @@ import {
   recordConsolidatedAt,
   tryAcquireConsolidation,
 } from '@engram/queue/state/consolidation-lock';
+import { keepRenewing } from '@engram/queue/state/held-lease';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import type { HandlerContext } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
@@ -217,21 +218,7 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
   const { config, metrics } = deps;
   const { memoryDir } = paths;
 
-  const lockLost = new AbortController();
-  const heartbeat = setInterval(
-    () => {
-      lock.heartbeat().then(
-        (ok) => {
-          if (!ok) lockLost.abort(new Error('consolidation lock lost'));
-        },
-        () => {
-          // A transient store error: the next tick retries; the TTL covers two missed renewals.
-        },
-      );
-    },
-    Math.max(50, Math.floor(ttlMs / 3)),
-  );
-  heartbeat.unref();
+  const lockLost = keepRenewing(() => lock.heartbeat(), ttlMs, 'consolidation lock lost');
 
   const snapshot = snapshotTransaction({
     memoryDir,
@@ -419,7 +406,7 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
     }
     throw error;
   } finally {
-    clearInterval(heartbeat);
+    lockLost.stop();
   }
 }
 
