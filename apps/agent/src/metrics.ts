@@ -1,3 +1,4 @@
+import { bridgePrometheusRegistry } from '@engram/telemetry/prometheus-bridge';
 import { Counter, collectDefaultMetrics, Registry } from 'prom-client';
 import type { TurnResult } from './session/agent-session.js';
 
@@ -40,6 +41,8 @@ export function createAgentMetrics(): AgentMetrics {
     labelNames: ['via', 'reactive'],
     registers: [registry],
   });
+  // The same instruments through OpenTelemetry when it is on; /metrics is unchanged either way.
+  bridgePrometheusRegistry(registry);
   return {
     registry,
     turns,

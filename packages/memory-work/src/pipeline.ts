@@ -18,6 +18,7 @@ import type { JobKind } from '@engram/queue/catalog';
 import type { StateStore } from '@engram/queue/state/state-store';
 import type { HandlerContext, JobWaker } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
+import { inSpan } from '@engram/telemetry/spans';
 import type { ForkTransaction } from './transactions.js';
 import { diffTrees, type HashTreeOptions, hashTree, type TreeChange, type TreeState } from './tree-hash.js';
 import { takeWriterTurn, type WriterTurn } from './writer-turn.js';
@@ -164,7 +165,13 @@ const NO_USAGE: Usage = {
   cacheCreationInputTokens: 0,
 };
 
-export async function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineSpec<R>): Promise<R> {
+export function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineSpec<R>): Promise<R> {
+  return inSpan(`engram.fork ${spec.queue}`, { attributes: { 'engram.queue': spec.queue } }, () =>
+    runForkPipelineInSpan(deps, spec),
+  );
+}
+
+async function runForkPipelineInSpan<R>(deps: PipelineDeps, spec: ForkPipelineSpec<R>): Promise<R> {
   const { ctx, log, queue } = spec;
   const writer: WriterTurn = await takeWriterTurn(deps.state, ctx, deps.waker, {
     key: spec.writer.key,
@@ -237,7 +244,9 @@ export async function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineS
     const run: RunContext = { before, after, change: diffTrees(before, after), fork: done };
     const verdict = spec.guard ? await spec.guard(run) : ({ ok: true } as const);
     if (!verdict.ok) throw await refuse(spec, verdict, owner);
-    const committed = spec.commit ? await spec.commit(run) : false;
+    const committed = spec.commit
+      ? await inSpan('engram.commit', {}, () => spec.commit!(run))
+      : await inSpan('engram.commit', {}, async () => false as const);
     if (!owner()) throw new ForkAbortedError(queue, 'lease or lock lost while committing');
     if (committed !== false) after = await hash();
     const final: RunContext = { ...run, after, change: diffTrees(before, after) };
@@ -246,8 +255,20 @@ export async function runForkPipeline<R>(deps: PipelineDeps, spec: ForkPipelineS
       if (spec.countsAsMemory?.(rel)) deps.metrics.memoriesWritten.inc({ queue, action: 'created' });
     for (const rel of receipt.updated)
       if (spec.countsAsMemory?.(rel)) deps.metrics.memoriesWritten.inc({ queue, action: 'updated' });
-    const result = await spec.finish({ ...final, receipt });
-    await tx.commit();
+    const result = await inSpan(
+      'engram.receipt',
+      {
+        attributes: {
+          'engram.receipt.created': receipt.created.length,
+          'engram.receipt.updated': receipt.updated.length,
+        },
+      },
+      async () => {
+        const finished = await spec.finish({ ...final, receipt });
+        await tx.commit();
+        return finished;
+      },
+    );
     return result;
   } catch (error) {
     if (begun && !(error instanceof RefusedError)) {

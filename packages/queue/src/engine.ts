@@ -5,6 +5,7 @@ import {
   Queue,
   QueueEvents,
   type QueueOptions,
+  type Telemetry,
   Worker,
   type WorkerOptions,
   withBackend,
@@ -40,6 +41,11 @@ export interface QueueEngineOptions {
    * postgresSchemaFor(namespace) (`engram` → schema `engram`). Tests use a fresh one each.
    */
   namespace?: string;
+  /**
+   * BullMQ's telemetry option for every Queue and Worker of this engine (`@engram/telemetry`'s add-on when
+   * OpenTelemetry is on): a job then carries its producer's trace context and the worker's span continues it.
+   */
+  telemetry?: Telemetry | undefined;
 }
 
 export const DEFAULT_NAMESPACE = 'engram';
@@ -168,6 +174,7 @@ function createRedisEngine(
   config: Extract<QueueBackendConfig, { kind: 'redis' }>,
 ): QueueEngine {
   const namespace = topologyNamespace(config, options.namespace ?? DEFAULT_NAMESPACE);
+  const traced = options.telemetry ? { telemetry: options.telemetry } : {};
   const base = redisConnectionOptions(options.profile);
   // Producers (the agent) auto-pipeline the state store's commands: an enqueue's bookkeeping and the other
   // records of a turn batch into few writes. Their queues get connections of their own: a queue loads BullMQ's
@@ -190,14 +197,15 @@ function createRedisEngine(
     createQueue: (name, queueOptions) =>
       withOwnConnection(
         config,
-        (connection) => new Queue(name, { ...queueOptions, connection, prefix: namespace }),
+        (connection) => new Queue(name, { ...queueOptions, ...traced, connection, prefix: namespace }),
         options.profile,
       ),
     createWorker: (name, processor, workerOptions) =>
       // Workers always use the worker profile: their blocking connection must wait out outages.
       withOwnConnection(
         config,
-        (connection) => new Worker(name, processor, { ...workerOptions, connection, prefix: namespace }),
+        (connection) =>
+          new Worker(name, processor, { ...workerOptions, ...traced, connection, prefix: namespace }),
       ),
     createQueueEvents: (name) =>
       withOwnConnection(config, (connection) => new QueueEvents(name, { connection, prefix: namespace })),
@@ -223,6 +231,9 @@ function createPostgresEngine(options: QueueEngineOptions, namespace: string): Q
   const { url } = options.config;
   const schema = postgresSchemaFor(namespace);
   const pg = withBackend(createPostgresBackend);
+  // The PostgreSQL classes are BullMQ's own with another backend: the same telemetry option, the context
+  // stored with the job as on Redis.
+  const traced = options.telemetry ? { telemetry: options.telemetry } : {};
   const state = new PostgresStateStore(postgresPoolConfig(url, options.profile), schema);
   return {
     config: options.config,
@@ -233,6 +244,7 @@ function createPostgresEngine(options: QueueEngineOptions, namespace: string): Q
     createQueue: <D, R>(name: string, queueOptions?: Omit<QueueOptions, 'connection' | 'prefix'>) =>
       new pg.Queue<D, R>(name, {
         ...queueOptions,
+        ...traced,
         connection: bullmqPostgresConnection(url, options.profile, schema),
       }) as unknown as Queue<D, R>,
     createWorker: <D, R>(
@@ -244,6 +256,7 @@ function createPostgresEngine(options: QueueEngineOptions, namespace: string): Q
       new pg.Worker<D, R>(name, processor as never, {
         runRetryDelay: POSTGRES_WORKER_RETRY_DELAY_MS,
         ...workerOptions,
+        ...traced,
         connection: bullmqPostgresConnection(url, 'worker', schema),
       }) as unknown as Worker<D, R>,
     createQueueEvents: (name) =>

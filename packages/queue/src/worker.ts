@@ -1,4 +1,5 @@
 import { EngramError } from '@engram/errors/engram-error';
+import { withScope } from '@engram/telemetry/scope';
 import { DelayedError, type Job, type Queue, UnrecoverableError, type Worker } from 'bullmq';
 import { JOB_CATALOG, type JobDefinition, type JobKind, type PayloadOf, type ResultOf } from './catalog.js';
 import type { QueueEngine } from './engine.js';
@@ -85,7 +86,11 @@ export function createJobWorker<K extends JobKind>(
       },
     };
     try {
-      return await handler(parsed.data, ctx);
+      // Every span the handler starts (fork, model calls, commit) carries the job's tenant and project.
+      const scope = parsed.data as { tenant?: string; projectDir?: string };
+      return await withScope({ tenant: scope.tenant, project: scope.projectDir }, () =>
+        handler(parsed.data, ctx),
+      );
     } catch (error) {
       if (error instanceof DelayedError) throw error;
       if (isPermanent(error) && !(error instanceof UnrecoverableError)) {

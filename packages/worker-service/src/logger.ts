@@ -1,3 +1,4 @@
+import { traceLogFields } from '@engram/telemetry/spans';
 import { type Logger, pino } from 'pino';
 
 // JSON logs on stdout. Secrets never reach a log line: known secret-bearing fields are redacted by path.
@@ -20,6 +21,8 @@ export function createLogger(level: string, base: Record<string, unknown> = {}):
       censor: '[redacted]',
     },
     timestamp: pino.stdTimeFunctions.isoTime,
+    // A line logged inside a span carries its trace_id and span_id (nothing when telemetry is off).
+    mixin: traceLogFields,
   });
 }
 

@@ -1,3 +1,4 @@
+import { bridgePrometheusRegistry } from '@engram/telemetry/prometheus-bridge';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { OperationsReport } from './operations.js';
 
@@ -36,7 +37,7 @@ export function createWorkerMetrics(): WorkerMetrics {
   const registry = new Registry();
   const tenantRegistry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'engram_workers_' });
-  return {
+  const metrics: WorkerMetrics = {
     registry,
     tenantRegistry,
     jobs: new Counter({
@@ -152,6 +153,9 @@ export function createWorkerMetrics(): WorkerMetrics {
       registers: [registry],
     }),
   };
+  // The same instruments through OpenTelemetry when it is on; /metrics is unchanged either way.
+  bridgePrometheusRegistry(registry);
+  return metrics;
 }
 
 /** Sets the outbox and reconcile gauges from one operations report (at scrape time). */

@@ -7,6 +7,7 @@ import { readConsolidationState } from '@engram/queue/state/consolidation-lock';
 import { OPERATOR_TENANT, recordCost, type UsageLike } from '@engram/queue/state/cost-ledger';
 import { createJobWaker, createJobWorker, type JobHandler, type JobWaker } from '@engram/queue/worker';
 import { ensureOperatorToken } from '@engram/tenants/operator-token';
+import { activeTelemetry } from '@engram/telemetry/setup';
 import type { WorkersConfig } from './config.js';
 import { type RunningHttpServer, startHttpServer } from './http/server.js';
 import { isModelConfigured } from './jobs/model-preflight.js';
@@ -73,6 +74,7 @@ export async function startWorkerService(options: StartWorkerServiceOptions): Pr
     config: config.backend,
     profile: 'worker',
     namespace: config.namespace,
+    telemetry: activeTelemetry().bullmq,
   });
   // For `engram doctor`, which runs elsewhere and cannot see the workers' environment.
   await recordWorkersModel(engine.state, {

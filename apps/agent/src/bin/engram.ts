@@ -439,6 +439,13 @@ async function main(): Promise<void> {
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {
     if (error.code === 'EPIPE') process.exit(exitCode);
   });
+  // OpenTelemetry from the OTEL_* variables, before any command builds a queue or a model client (off unless
+  // configured: then nothing is loaded). Service name per process kind.
+  const { startTelemetry } = await import('@engram/telemetry/setup');
+  const command = process.argv[2];
+  const telemetry = await startTelemetry(
+    command === 'serve' || command === 'workers' || command === 'dev' ? command : 'cli',
+  );
   try {
     await program.parseAsync(process.argv);
   } catch (error) {
@@ -453,6 +460,8 @@ async function main(): Promise<void> {
           : EXIT.failure;
     }
   }
+  // A CLI turn's spans are exported before the process ends.
+  await telemetry.shutdown();
   process.exit(exitCode);
 }
 

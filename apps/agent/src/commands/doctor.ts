@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describeSandbox, sandboxStatus } from '@engram/agent-runtime/sandbox/sandbox';
 import { JOB_KINDS } from '@engram/queue/catalog';
 import { inspectBackend } from '@engram/queue/diagnostics';
+import { describeTelemetry, telemetrySettings } from '@engram/telemetry/settings';
 import {
   DEFAULT_OUTBOX_MAX_AGE_MS,
   operationsChecks,
@@ -133,6 +134,12 @@ export async function runDoctorChecks(config: AgentConfig, opts: DoctorOptions =
   lines.push(await checkHome(config));
   lines.push(await checkModel(config));
   lines.push(await checkSandbox());
+  // Whether this environment exports telemetry, and where: what `engram serve`/`workers` would do with it.
+  lines.push({
+    ok: true,
+    name: 'telemetry',
+    detail: describeTelemetry(telemetrySettings(process.env, 'serve')),
+  });
   if (report.reachable) {
     const memory = new MemoryQueue(config);
     try {

@@ -16,6 +16,7 @@ import { type EnqueueReceipt, JobProducer } from '@engram/queue/producer';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { type ExtractReceipt, SessionState, sessionStateTtlMs } from '@engram/queue/state/session-state';
 import { tenantHomeDir } from '@engram/tenants/tenant-store';
+import { activeTelemetry } from '@engram/telemetry/setup';
 import type { AgentConfig } from '../config.js';
 
 // The foreground's side of memory work: decide and enqueue, never run a memory fork and never let a queue
@@ -66,6 +67,7 @@ export class MemoryQueue {
       config: this.config.backend,
       profile: 'producer',
       namespace: this.config.namespace,
+      telemetry: activeTelemetry().bullmq,
     });
     return this.engineInstance;
   }

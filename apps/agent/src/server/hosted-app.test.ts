@@ -345,7 +345,11 @@ describe('engram serve: authentication and tenant isolation', () => {
     const { store, acme } = await tenants();
     const { url } = await replica();
     expect((await call(url, '/healthz')).status).toBe(200);
-    expect((await call(url, '/readyz')).body).toEqual({ ready: true });
+    // This test process starts no telemetry: /readyz says so.
+    expect((await call(url, '/readyz')).body).toEqual({
+      ready: true,
+      telemetry: { enabled: false, reason: 'not started in this process' },
+    });
     const doc = await call(url, '/openapi.json');
     expect(doc.body.openapi).toMatch(/^3\./);
     expect(Object.keys(doc.body.paths)).toContain('/v1/sessions/{id}/turns');

@@ -16,6 +16,9 @@ import {
 import { SessionState } from '@engram/queue/state/session-state';
 import type { StateStore } from '@engram/queue/state/state-store';
 import { readOperatorToken, sameSecret } from '@engram/tenants/operator-token';
+import { withHttpServerSpan } from '@engram/telemetry/http-server';
+import { telemetryReport } from '@engram/telemetry/settings';
+import { activeTelemetry } from '@engram/telemetry/setup';
 import { resolveTenantCwd, SERVED_TOOLS, type Tenant, TenantStore } from '@engram/tenants/tenant-store';
 import type { HttpBindings } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
@@ -274,6 +277,17 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
   }
 
   const app = new Hono<Env>();
+  app.use('*', (c, next) =>
+    withHttpServerSpan(
+      { method: c.req.method, path: c.req.path, header: (n) => c.req.header(n) },
+      async () => {
+        await next();
+        // The route of the handler that answered (middleware match as ALL).
+        const route = c.req.matchedRoutes.filter((r) => r.method !== 'ALL').at(-1)?.path;
+        return { route, status: c.res.status };
+      },
+    ),
+  );
   app.onError((error, c) => {
     if (error instanceof HttpError) {
       if (error.retryAfterSeconds !== undefined) c.header('retry-after', String(error.retryAfterSeconds));
@@ -293,7 +307,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     try {
       await stateStore().ready();
       await stateStore().ping();
-      return c.json({ ready: true });
+      return c.json({ ready: true, telemetry: telemetryReport(activeTelemetry().settings) });
     } catch (error) {
       return c.json({ ready: false, reason: (error as Error).message }, 503);
     }

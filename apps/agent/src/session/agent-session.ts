@@ -44,6 +44,7 @@ import {
 } from '@engram/memory-core/prompts/memory-notice';
 import type { ProjectChange, ProjectChangeMarks } from '@engram/queue/state/project-changes';
 import type { ExtractReceipt } from '@engram/queue/state/session-state';
+import { inSpan } from '@engram/telemetry/spans';
 import type { AgentConfig } from '../config.js';
 import { buildSessionContext, describeOverflow, type SessionContext } from '../context/session-context.js';
 import { maybeCleanupTranscripts } from '../maintenance.js';
@@ -300,12 +301,21 @@ export class AgentSession {
   }
 
   async runTurn(prompt: string, opts: TurnOptions): Promise<TurnResult> {
-    this.fence = opts.fence;
-    try {
-      return await this.runFencedTurn(prompt, opts);
-    } finally {
-      this.fence = undefined;
-    }
+    // The turn's span: the jobs it enqueues carry its context, so their workers' spans join this trace.
+    return inSpan(
+      'engram.turn',
+      { attributes: { 'gen_ai.conversation.id': this.sessionId } },
+      async (span) => {
+        this.fence = opts.fence;
+        try {
+          const result = await this.runFencedTurn(prompt, opts);
+          span.setAttribute('engram.turn.end_reason', result.endReason);
+          return result;
+        } finally {
+          this.fence = undefined;
+        }
+      },
+    );
   }
 
   private async runFencedTurn(prompt: string, opts: TurnOptions): Promise<TurnResult> {

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { startTelemetry } from '@engram/telemetry/setup';
 import { ConfigError, loadWorkersConfig } from '@engram/worker-service/config';
 import { createLogger } from '@engram/worker-service/logger';
 import { startWorkers } from '@engram/worker-service/start';
@@ -16,17 +17,21 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+  const telemetry = await startTelemetry('workers');
   const logger = createLogger(config.logLevel);
   const service = await startWorkers(config, logger, { ownProcess: true });
   logger.info({ queues: [...service.workers.keys()] }, 'engram workers running');
   const shutdown = (signal: string) => {
-    service.stop(signal).then(
-      () => process.exit(0),
-      (error: Error) => {
-        logger.error({ err: error.message }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    service
+      .stop(signal)
+      .then(() => telemetry.shutdown())
+      .then(
+        () => process.exit(0),
+        (error: Error) => {
+          logger.error({ err: error.message }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));

@@ -2,6 +2,8 @@ import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import Anthropic from '@anthropic-ai/sdk';
+import { carryTrace } from '@engram/telemetry/carry';
+import { activeTelemetry } from '@engram/telemetry/setup';
 import {
   type MessageBody,
   type ModelTransport,
@@ -10,7 +12,7 @@ import {
   type SdkOptions,
   type TransportCallOptions,
 } from './transport.js';
-import type { ThreadRequest } from './transport-thread.js';
+import type { ThreadData, ThreadRequest } from './transport-thread.js';
 
 // Model calls in worker threads (transport-thread.ts). A worker process keeps ~100 LLM-bound jobs in flight;
 // in one thread the SDK's per-call work (building the request, undici, web streams, SSE parsing: ~2 ms of
@@ -42,7 +44,8 @@ type ThreadReply =
   | { id: number; message: Anthropic.Message }
   | { id: number; error: SdkErrorData };
 
-function startWorker(data: SdkOptions): Worker {
+function startWorker(sdkOptions: SdkOptions): Worker {
+  const data = threadData(sdkOptions);
   const here = import.meta.url;
   if (here.endsWith('.ts')) {
     // Running from source (tests, `npm run dev`): the thread needs the TypeScript loader the process has.
@@ -61,6 +64,12 @@ function startWorker(data: SdkOptions): Worker {
     });
   }
   return new Worker(new URL('./transport-thread.js', here), { workerData: data });
+}
+
+/** What a model thread needs to trace as this process does: the service name when telemetry is on. */
+function threadData(data: SdkOptions): ThreadData {
+  const { settings } = activeTelemetry();
+  return settings.enabled ? { ...data, telemetryServiceName: settings.serviceName } : data;
 }
 
 export function threadedTransport(opts: SdkOptions & { threads: number }): ThreadedTransport {
@@ -162,6 +171,8 @@ export function threadedTransport(opts: SdkOptions & { threads: number }): Threa
           method,
           body,
           deltas: callOpts.onTextDelta !== undefined,
+          // The caller's trace context and job scope, so the SDK's span in the thread joins the job's trace.
+          ...carryTrace(),
         } satisfies ThreadRequest);
       } catch (error) {
         settle(thread, id);

@@ -1,4 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
+import { type CarriedTrace, inCarriedTrace } from '@engram/telemetry/carry';
+import { startTelemetry } from '@engram/telemetry/setup';
 import {
   createSdk,
   describeSdkError,
@@ -10,12 +12,21 @@ import {
 // A model thread (threaded-transport.ts): runs the SDK's requests for the thread that started it, so HTTP,
 // SSE parsing and the SDK's own bookkeeping do not compete with that thread's jobs and lock renewals.
 // Protocol, one message each way per event:
-//   in:  { op: 'call', id, method: 'stream' | 'create', body, deltas }   { op: 'abort', id }
+//   in:  { op: 'call', id, method: 'stream' | 'create', body, deltas, trace?, scope? }   { op: 'abort', id }
 //   out: { id, delta: [index, text] }   { id, message }   { id, error: SdkErrorData }
 
 export type ThreadRequest =
-  | { op: 'call'; id: number; method: 'stream' | 'create'; body: MessageBody; deltas: boolean }
+  | ({
+      op: 'call';
+      id: number;
+      method: 'stream' | 'create';
+      body: MessageBody;
+      deltas: boolean;
+    } & CarriedTrace)
   | { op: 'abort'; id: number };
+
+/** The thread's start data: the SDK's options, and the service name to trace as when telemetry is on. */
+export type ThreadData = SdkOptions & { telemetryServiceName?: string };
 
 const port = parentPort;
 if (!port) throw new Error('transport-thread.ts runs as a worker thread only');
@@ -29,7 +40,14 @@ function post(out: { id: number; message?: unknown; error?: unknown }): void {
   }
 }
 
-const transport = inlineTransport(createSdk(workerData as SdkOptions));
+const data = (workerData ?? {}) as ThreadData;
+const { telemetryServiceName, ...sdkOptions } = data;
+const transport = inlineTransport(createSdk(sdkOptions));
+// The thread's own SDK registration (a worker thread has its own OpenTelemetry globals), from the same
+// OTEL_* environment as the process that started it.
+const telemetryReady: Promise<unknown> = telemetryServiceName
+  ? startTelemetry('workers', { ...process.env, OTEL_SERVICE_NAME: telemetryServiceName })
+  : Promise.resolve();
 const inFlight = new Map<number, AbortController>();
 
 port.on('message', (m: ThreadRequest) => {
@@ -45,7 +63,9 @@ port.on('message', (m: ThreadRequest) => {
       ? { onTextDelta: (index: number, text: string) => port.postMessage({ id: m.id, delta: [index, text] }) }
       : {}),
   };
-  const call = m.method === 'stream' ? transport.stream(m.body, opts) : transport.create(m.body, opts);
+  const run = () => (m.method === 'stream' ? transport.stream(m.body, opts) : transport.create(m.body, opts));
+  const traced = () => inCarriedTrace(m, run);
+  const call = m.trace ? telemetryReady.then(traced) : run();
   call
     .then(
       (message) => post({ id: m.id, message }),

@@ -4,6 +4,8 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { HonoAdapter } from '@bull-board/hono';
 import { sandboxStatus } from '@engram/agent-runtime/sandbox/sandbox';
+import { telemetryReport } from '@engram/telemetry/settings';
+import { activeTelemetry } from '@engram/telemetry/setup';
 import { type ServerType, serve } from '@hono/node-server';
 import { serveStatic } from '@hono/node-server/serve-static';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
@@ -85,6 +87,7 @@ export function createHttpApp(deps: HttpDeps): Hono {
     const ok = ready.ok && (sandbox.available || sandbox.mode !== 'require');
     const details = {
       ...ready.details,
+      telemetry: telemetryReport(activeTelemetry().settings),
       sandbox: {
         mode: sandbox.mode,
         backend: sandbox.backend,

@@ -1,0 +1,92 @@
+import type { BullMQOtel } from 'bullmq-otel';
+import { scopeSpanProcessor } from './scope.js';
+import { type ProcessKind, type TelemetrySettings, telemetrySettings } from './settings.js';
+
+// The process's OpenTelemetry: started once at process start by each entry point (`engram …`,
+// `engram-workers`), from the OTEL_* variables. Off, it costs one read of the environment: neither the SDK
+// nor the BullMQ add-on is imported. On, it is the official Node SDK (exporters chosen by OTEL_* as the SDK
+// chooses them), with BullMQ's telemetry add-on so every job carries its producer's trace context.
+
+export interface TelemetryHandle {
+  readonly settings: TelemetrySettings;
+  /** BullMQ's `telemetry` option for every Queue and Worker of this process; undefined when off. */
+  readonly bullmq: BullMQOtel | undefined;
+  /** Exports what is buffered (a CLI turn's spans before exit). */
+  flush(): Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+const OFF = (settings: TelemetrySettings): TelemetryHandle => ({
+  settings,
+  bullmq: undefined,
+  flush: async () => {},
+  shutdown: async () => {},
+});
+
+// The process's one handle. OpenTelemetry's providers are process-global by design (the SDK registers them
+// with @opentelemetry/api, where the Anthropic SDK and BullMQ's add-on find them); this mirrors that.
+let current: TelemetryHandle | undefined;
+
+/** The running telemetry, or an "off" handle when no entry point started it (tests, library use). */
+export function activeTelemetry(): TelemetryHandle {
+  return current ?? OFF({ enabled: false, reason: 'not started in this process' });
+}
+
+export async function startTelemetry(
+  kind: ProcessKind,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<TelemetryHandle> {
+  if (current) return current;
+  const settings = telemetrySettings(env, kind);
+  if (!settings.enabled) {
+    current = OFF(settings);
+    return current;
+  }
+  const [{ NodeSDK }, { BatchSpanProcessor, ConsoleSpanExporter }, { BullMQOtel }] = await Promise.all([
+    import('@opentelemetry/sdk-node'),
+    import('@opentelemetry/sdk-trace-base'),
+    import('bullmq-otel'),
+  ]);
+  const exporters = await Promise.all(
+    settings.traces.map(async (name) => {
+      if (name === 'console') return new ConsoleSpanExporter();
+      if (name !== 'otlp') return undefined;
+      // The exporter of the configured protocol; each reads its own OTEL_EXPORTER_OTLP_* variables.
+      if (settings.protocol === 'grpc')
+        return new (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter();
+      if (settings.protocol === 'http/json')
+        return new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter();
+      return new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter();
+    }),
+  );
+  const sdk = new NodeSDK({
+    serviceName: settings.serviceName,
+    // The scope processor first, so the exporters' processors see a job's tenant and project on every span.
+    spanProcessors: [
+      scopeSpanProcessor(),
+      ...exporters.filter((e) => e !== undefined).map((e) => new BatchSpanProcessor(e)),
+    ],
+    // No automatic instrumentation: Engram starts its own spans where they mean something, and the
+    // Anthropic SDK and BullMQ's add-on start theirs.
+    instrumentations: [],
+  });
+  sdk.start();
+  const { trace, metrics } = await import('@opentelemetry/api');
+  const bullmq = new BullMQOtel({ tracerName: 'bullmq', version: BULLMQ_SCOPE_VERSION });
+  current = {
+    settings,
+    bullmq,
+    async flush() {
+      const provider = trace.getTracerProvider() as { getDelegate?(): { forceFlush?(): Promise<void> } };
+      const meters = metrics.getMeterProvider() as { forceFlush?(): Promise<void> };
+      await Promise.allSettled([provider.getDelegate?.().forceFlush?.(), meters.forceFlush?.()]);
+    },
+    async shutdown() {
+      await sdk.shutdown().catch(() => {});
+    },
+  };
+  return current;
+}
+
+/** The add-on's instrumentation scope version: the BullMQ major Engram is built on. */
+const BULLMQ_SCOPE_VERSION = '6';
