@@ -114,7 +114,9 @@ async function main(): Promise<void> {
   const p50Off = percentile(off, 50);
   const p50On = percentile(on, 50);
   const ratio = p50On / p50Off;
-  console.log(`served turns: ${off.length} off, ${on.length} on; ${PROTOCOL}; trace export requests: ${receiver.requests().get('/v1/traces') ?? 0}`);
+  console.log(
+    `served turns: ${off.length} off, ${on.length} on; ${PROTOCOL}; trace export requests: ${receiver.requests().get('/v1/traces') ?? 0}`,
+  );
   console.log(`p50 off ${p50Off.toFixed(2)} ms, on ${p50On.toFixed(2)} ms → ratio ${ratio.toFixed(3)}`);
   console.log(
     `p90 off ${percentile(off, 90).toFixed(2)} ms, on ${percentile(on, 90).toFixed(2)} ms → ratio ${(percentile(on, 90) / percentile(off, 90)).toFixed(3)}`,

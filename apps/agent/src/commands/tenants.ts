@@ -16,7 +16,14 @@ export function parseGrace(text: string): number | undefined {
 export async function tenantsCommand(
   config: AgentConfig,
   action:
-    | { kind: 'add'; name: string; workspace: string; allowedTools?: string[]; create?: boolean; reuseMemoryOf?: string }
+    | {
+        kind: 'add';
+        name: string;
+        workspace: string;
+        allowedTools?: string[];
+        create?: boolean;
+        reuseMemoryOf?: string;
+      }
     | { kind: 'rotate'; name: string; grace?: string }
     | { kind: 'list'; json: boolean }
     | { kind: 'revoke'; name: string },

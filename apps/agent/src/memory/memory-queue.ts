@@ -15,8 +15,8 @@ import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { type EnqueueReceipt, JobProducer } from '@engram/queue/producer';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { type ExtractReceipt, SessionState, sessionStateTtlMs } from '@engram/queue/state/session-state';
-import { tenantHomeDir } from '@engram/tenants/tenant-store';
 import { activeTelemetry } from '@engram/telemetry/setup';
+import { tenantHomeDir } from '@engram/tenants/tenant-store';
 import type { AgentConfig } from '../config.js';
 
 // The foreground's side of memory work: decide and enqueue, never run a memory fork and never let a queue

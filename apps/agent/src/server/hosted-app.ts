@@ -15,10 +15,10 @@ import {
 } from '@engram/queue/state/session-lease';
 import { SessionState } from '@engram/queue/state/session-state';
 import type { StateStore } from '@engram/queue/state/state-store';
-import { readOperatorToken, sameSecret } from '@engram/tenants/operator-token';
 import { withHttpServerSpan } from '@engram/telemetry/http-server';
 import { telemetryReport } from '@engram/telemetry/settings';
 import { activeTelemetry } from '@engram/telemetry/setup';
+import { readOperatorToken, sameSecret } from '@engram/tenants/operator-token';
 import { resolveTenantCwd, SERVED_TOOLS, type Tenant, TenantStore } from '@engram/tenants/tenant-store';
 import type { HttpBindings } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
