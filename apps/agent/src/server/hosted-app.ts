@@ -370,8 +370,10 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
           },
           401,
         );
+      // Stores are kept under the tenant's team scope, like its team repositories: a revoked name added again
+      // as a new tenant does not see the old tenant's stores unless it took over its memory.
       return memoryStores(c.req.raw, {
-        tenant: tenant.id,
+        tenant: tenant.teamScope,
         actor: { type: 'api_actor', api_key_id: `apikey_${tenant.id}` },
       });
     };
