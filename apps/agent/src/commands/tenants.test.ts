@@ -20,7 +20,8 @@ describe('engram tenants add', () => {
   it('creates a missing workspace with --create, and refuses it without', async () => {
     const home = mkdtempSync(join(tmpdir(), 'engram-tenants-cli-'));
     const config = loadAgentConfig({ ENGRAM_HOME: home, REDIS_URL: 'redis://127.0.0.1:1' });
-    const missing = join(home, 'workspaces', 'acme');
+    // Outside ENGRAM_HOME: a workspace inside the home is refused whatever the flag.
+    const missing = join(mkdtempSync(join(tmpdir(), 'engram-tenants-ws-')), 'workspaces', 'acme');
 
     const refused = capture();
     expect(await tenantsCommand(config, { kind: 'add', name: 'acme', workspace: missing }, refused)).toBe(
