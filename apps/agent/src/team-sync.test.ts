@@ -10,6 +10,9 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { TeamMemoryHttpClient } from '@engram/team-memory/client/http-client';
+import { pullTeamMemory, pushTeamMemory } from '@engram/team-memory/client/sync';
+import { TeamSyncStateFile } from '@engram/team-memory/client/sync-state';
 import {
   startTeamMemoryTestServer,
   type TeamMemoryTestServer,
@@ -264,6 +267,52 @@ describe('engram team status|pull|push', () => {
       outcome: 'pulled',
       written: [{ key: 'a.md', change: 'restored' }],
     });
+  });
+
+  it('status warns of a pull that would overwrite an unpushed edit; pull keeps the edit and says where', async () => {
+    const a = await machine('clicf', 'git@github.com:acme/cli-conflict.git', { workers: false, waitMs: 100 });
+    const config = loadAgentConfig(a.env);
+    const out: string[] = [];
+    const io = { out: (t: string) => out.push(t), err: (t: string) => out.push(t) };
+    const teamDir = await session(a, async (s) => s.paths.teamDir);
+    mkdirSync(teamDir, { recursive: true });
+    writeFileSync(join(teamDir, 'deploy.md'), 'blue pipeline\n');
+    expect(await teamPush(config, { cwd: a.clone, json: false }, io)).toBe(0);
+
+    // A teammate (the real client, its own directory) pushes a change of the same file.
+    const mate = realpathSync(mkdtempSync(join(tmpdir(), 'engram-team-mate-')));
+    closer.defer(async () => rmSync(mate, { recursive: true, force: true }));
+    const mateTarget = {
+      teamDir: join(mate, 'team'),
+      repo: 'acme/cli-conflict',
+      http: new TeamMemoryHttpClient({ baseUrl: service.url, apiKey, maxRetries: 0 }),
+      state: new TeamSyncStateFile(join(mate, 'team-sync.json')),
+    };
+    await pullTeamMemory(mateTarget);
+    writeFileSync(join(mateTarget.teamDir, 'deploy.md'), 'green pipeline\n');
+    expect((await pushTeamMemory(mateTarget)).outcome).toBe('pushed');
+    writeFileSync(join(teamDir, 'deploy.md'), 'red pipeline (mine, not pushed)\n');
+
+    out.length = 0;
+    expect(await teamStatus(config, { cwd: a.clone, json: false }, io)).toBe(0);
+    expect(out[2]).toMatch(
+      /^ {2}conflict deploy\.md: changed here and on the service; a pull writes the service's version and keeps yours in .*\/team\/\.conflicts\//,
+    );
+    out.length = 0;
+    expect(await teamStatus(config, { cwd: a.clone, json: true }, io)).toBe(0);
+    expect(JSON.parse(out[0]!)).toMatchObject({ conflicts: ['deploy.md'], conflictCopies: [] });
+
+    out.length = 0;
+    expect(await teamPull(config, { cwd: a.clone, json: false }, io)).toBe(0);
+    const line = out.find((l) => l.includes('conflict deploy.md'));
+    expect(line).toMatch(/yours is kept in (\/.*\/team\/\.conflicts\/deploy\.conflict-\d{8}T\d{9}Z\.md)$/);
+    const copyPath = /yours is kept in (.*)$/.exec(line!)![1]!;
+    expect(readFileSync(copyPath, 'utf8')).toBe('red pipeline (mine, not pushed)\n');
+    expect(readFileSync(join(teamDir, 'deploy.md'), 'utf8')).toBe('green pipeline\n');
+    out.length = 0;
+    expect(await teamStatus(config, { cwd: a.clone, json: false }, io)).toBe(0);
+    expect(out).toContain(`  conflict copy ${copyPath} (an earlier pull kept your version here)`);
+    expect(out.join('\n')).toContain('to push (0)');
   });
 
   it('says how to configure it when it is not', async () => {

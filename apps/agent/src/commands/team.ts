@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { TeamMemoryHttpClient } from '@engram/team-memory/client/http-client';
-import type { SkippedFile } from '@engram/team-memory/client/local-files';
+import { CONFLICTS_DIRNAME, type SkippedFile } from '@engram/team-memory/client/local-files';
 import { repoIdentityOf } from '@engram/team-memory/client/repo-identity';
 import {
   type PullReport,
@@ -64,8 +64,15 @@ export async function teamStatus(config: AgentConfig, opts: TeamOptions, io: Out
   );
   if (status.remoteError)
     io.out(`  service: unreachable (${status.remoteError}); comparing with the last sync`);
+  // Conflicts first: they are what a pull would overwrite (keeping the local version aside).
+  for (const k of status.conflicts)
+    io.out(
+      `  conflict ${k}: changed here and on the service; a pull writes the service's version and keeps yours in ${join(target.teamDirShown, CONFLICTS_DIRNAME)}/ (push first to make yours win)`,
+    );
   io.out(`  to push (${status.toPush.length}): ${status.toPush.join(', ') || '—'}`);
   io.out(`  to pull (${status.toPull.length}): ${status.toPull.join(', ') || '—'}`);
+  for (const copy of status.conflictCopies)
+    io.out(`  conflict copy ${join(target.teamDirShown, copy)} (an earlier pull kept your version here)`);
   for (const line of skippedLines(status.skipped)) io.out(`  ${line}`);
   if (status.suppressed) {
     io.out(
@@ -80,7 +87,7 @@ export async function teamPull(config: AgentConfig, opts: TeamOptions, io: Outpu
   const target = await targetFor(config, opts.cwd);
   const report = await pullTeamMemory(target, { skipEtagCache: true });
   if (opts.json) io.out(JSON.stringify(report));
-  else for (const line of describePull(report)) io.out(line);
+  else for (const line of describePull(report, target.teamDirShown)) io.out(line);
   return EXIT.ok;
 }
 
@@ -93,7 +100,7 @@ export async function teamPush(config: AgentConfig, opts: TeamOptions, io: Outpu
   return report.outcome === 'failed' ? EXIT.failure : EXIT.ok;
 }
 
-export function describePull(r: PullReport): string[] {
+export function describePull(r: PullReport, teamDir?: string): string[] {
   const lines: string[] = [];
   if (r.outcome === 'no-data') lines.push(`The service has no team memory for ${r.repo} yet.`);
   else if (r.outcome === 'not-modified') lines.push(`Team memory for ${r.repo} is up to date.`);
@@ -104,8 +111,10 @@ export function describePull(r: PullReport): string[] {
   }
   for (const w of r.written) lines.push(`  ${w.change.padEnd(8)} ${w.key}`);
   for (const k of r.keptLocal) lines.push(`  kept     ${k} (edited here; the next push sends it)`);
-  for (const k of r.conflicts)
-    lines.push(`  conflict ${k}: changed here and on the service; the service's version won`);
+  for (const c of r.conflicts)
+    lines.push(
+      `  conflict ${c.key}: ${c.reason === 'no-base' ? 'differed from the service with no earlier sync' : 'changed here and on the service'}; the service's version was written, yours is kept in ${teamDir ? join(teamDir, c.copy) : c.copy}`,
+    );
   for (const s of r.skipped)
     lines.push(
       `  skipped  ${JSON.stringify(s.key)}: ${pullSkipText(s.reason)}${s.detail ? ` (${s.detail})` : ''}`,

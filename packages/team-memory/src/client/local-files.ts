@@ -1,4 +1,5 @@
 import { promises as fs } from 'node:fs';
+import { join } from 'node:path';
 import { walk } from '@engram/fs-walk/walk';
 import { validateTeamKey } from '@engram/memory-core/paths/containment';
 import { scanForSecrets } from '@engram/memory-core/security/secret-scanner';
@@ -90,12 +91,31 @@ async function readEntry(path: string): Promise<LocalEntry | Omit<SkippedFile, '
 }
 
 /** Reads one local file the way pull compares it (undefined when absent or not a regular file). */
-export async function readLocalFile(path: string): Promise<string | undefined> {
+export async function readLocalBytes(path: string): Promise<Buffer | undefined> {
   try {
     const stat = await fs.lstat(path);
     if (!stat.isFile()) return undefined;
-    return await fs.readFile(path, 'utf8');
+    return await fs.readFile(path);
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Where pull keeps the local version of a key it had to overwrite (both sides changed it). Hidden, so the
+ * walker above (push) and the memory scan skip it; pull refuses hidden keys, so the service cannot write it.
+ */
+export const CONFLICTS_DIRNAME = '.conflicts';
+
+/** `notes/x.md` → `notes/x.conflict-20261201T225041123Z.md` (`-n` before the extension from the second on). */
+export function conflictCopyKey(key: string, at: Date, n = 1): string {
+  const stamp = at.toISOString().replace(/[-:.]/g, '');
+  const suffix = `.conflict-${stamp}${n > 1 ? `-${n}` : ''}`;
+  return key.endsWith('.md') ? `${key.slice(0, -3)}${suffix}.md` : `${key}${suffix}`;
+}
+
+/** The conflict copies under team/.conflicts/ (relative to the team directory), oldest name first. */
+export async function listConflictCopies(teamDir: string): Promise<string[]> {
+  const listing = await walk(join(teamDir, CONFLICTS_DIRNAME), { maxEntries: MAX_WALK_ENTRIES });
+  return listing.files.map((f) => `${CONFLICTS_DIRNAME}/${f.rel}`).sort();
 }

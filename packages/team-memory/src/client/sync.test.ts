@@ -2,6 +2,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   statSync,
@@ -13,6 +14,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { scanMemoryDir } from '@engram/memory-core/memdir/scan';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { hashContent } from '../contract.js';
 import { startTeamMemoryTestServer, type TeamMemoryTestServer } from '../testing/server.test-helpers.js';
@@ -147,6 +149,111 @@ describe('pull and push', () => {
     expect(pulled.written.map((w) => w.key)).toEqual(['z.md']);
     expect(read(a, 'x.md')).toBe('x2 (not pushed yet)\n');
     expect((await pushTeamMemory(a)).pushed.map((p) => p.key)).toEqual(['x.md']);
+  });
+
+  it('an unpushed local edit of a key the service also changed: the service wins, the edit is kept in a conflict copy and never pushed', async () => {
+    const repo = freshRepo();
+    const a = agent('a', repo);
+    const b = agent('b', repo);
+    write(a, 'notes/x.md', 'x1\n');
+    write(a, 'y.md', 'y1\n');
+    await pushTeamMemory(a);
+    await pullTeamMemory(b);
+    write(a, 'notes/x.md', 'x2 from a (not pushed yet)\n');
+    write(a, 'y.md', 'y2 from a (not pushed yet)\n');
+    write(b, 'notes/x.md', 'x2 from b\n');
+    await pushTeamMemory(b);
+
+    // Status names the conflict before any pull; y.md (the service did not change it) is no conflict.
+    const before = await teamSyncStatus(a);
+    expect(before.conflicts).toEqual(['notes/x.md']);
+    expect(before.toPull).toEqual(['notes/x.md']);
+    expect(before.conflictCopies).toEqual([]);
+
+    const at = new Date('2026-12-01T22:50:41.123Z');
+    const pulled = await pullTeamMemory({ ...a, now: () => at });
+    const copy = '.conflicts/notes/x.conflict-20261201T225041123Z.md';
+    expect(pulled.conflicts).toEqual([{ key: 'notes/x.md', reason: 'both-changed', copy }]);
+    expect(pulled.written.map((w) => [w.key, w.change])).toEqual([['notes/x.md', 'updated']]);
+    expect(pulled.keptLocal).toEqual(['y.md']);
+    expect(read(a, 'notes/x.md')).toBe('x2 from b\n');
+    expect(read(a, copy)).toBe('x2 from a (not pushed yet)\n');
+    expect(read(a, 'y.md')).toBe('y2 from a (not pushed yet)\n');
+    // Nor is it a memory: the memory scan of the project's memory directory does not list it.
+    const scanned = await scanMemoryDir(join(a.teamDir, '..'));
+    expect(scanned.headers.map((h) => h.filename).sort()).toEqual(['team/notes/x.md', 'team/y.md']);
+    const after = await teamSyncStatus(a);
+    expect(after).toMatchObject({ conflicts: [], toPull: [], conflictCopies: [copy], toPush: ['y.md'] });
+
+    // The copy is not team memory: the push sends the kept edit only, the service never holds the copy.
+    server.requests.length = 0;
+    const pushed = await pushTeamMemory(a);
+    expect(pushed.pushed.map((p) => p.key)).toEqual(['y.md']);
+    expect(server.requests.flatMap((r) => r.keys ?? [])).toEqual(['y.md']);
+    expect(Object.keys((await server.store.get('acme', repo))!.entries).sort()).toEqual([
+      'notes/x.md',
+      'y.md',
+    ]);
+
+    // A second conflict on the same key at the same instant gets its own copy; the first is not overwritten.
+    write(a, 'notes/x.md', 'x3 from a\n');
+    write(b, 'notes/x.md', 'x3 from b\n');
+    await pushTeamMemory(b);
+    const again = await pullTeamMemory({ ...a, now: () => at });
+    expect(again.conflicts.map((c) => c.copy)).toEqual([
+      '.conflicts/notes/x.conflict-20261201T225041123Z-2.md',
+    ]);
+    expect(read(a, copy)).toBe('x2 from a (not pushed yet)\n');
+    expect(read(a, again.conflicts[0]!.copy)).toBe('x3 from a\n');
+  });
+
+  it('a local file that differs from the service with no sync record is kept in a conflict copy, not lost', async () => {
+    const repo = freshRepo();
+    const a = agent('a', repo);
+    const b = agent('b', repo);
+    write(a, 'x.md', 'from a\n');
+    await pushTeamMemory(a);
+    // B wrote the same key before ever syncing (or lost its sync state): nothing says which side is newer.
+    write(b, 'x.md', 'from b, never synced\n');
+    expect((await teamSyncStatus(b)).conflicts).toEqual(['x.md']);
+    const pulled = await pullTeamMemory(b);
+    expect(pulled.conflicts).toEqual([
+      {
+        key: 'x.md',
+        reason: 'no-base',
+        copy: expect.stringMatching(/^\.conflicts\/x\.conflict-\d{8}T\d{9}Z\.md$/),
+      },
+    ]);
+    expect(read(b, 'x.md')).toBe('from a\n');
+    expect(read(b, pulled.conflicts[0]!.copy)).toBe('from b, never synced\n');
+  });
+
+  it('when the conflict copy cannot be written, the local edit stays in place and the key is reported skipped', async () => {
+    const repo = freshRepo();
+    const a = agent('a', repo);
+    const b = agent('b', repo);
+    write(a, 'x.md', 'x1\n');
+    await pushTeamMemory(a);
+    await pullTeamMemory(b);
+    write(a, 'x.md', 'x2 from a\n');
+    write(b, 'x.md', 'x2 from b\n');
+    await pushTeamMemory(b);
+    // .conflicts is a symlink out of team/: the copy would land outside, so nothing is overwritten.
+    const outside = join(root, 'elsewhere');
+    mkdirSync(outside);
+    symlinkSync(outside, join(a.teamDir, '.conflicts'));
+    const pulled = await pullTeamMemory(a);
+    expect(pulled.conflicts).toEqual([]);
+    expect(pulled.written).toEqual([]);
+    expect(pulled.skipped).toEqual([
+      {
+        key: 'x.md',
+        reason: 'unwritable',
+        detail: expect.stringContaining('conflict copy: the path resolves'),
+      },
+    ]);
+    expect(read(a, 'x.md')).toBe('x2 from a\n');
+    expect(readdirSync(outside)).toEqual([]);
   });
 
   it('two concurrent pushes with the same base: one 412, refreshed and retried, both changes kept', async () => {

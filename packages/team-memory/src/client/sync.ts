@@ -2,17 +2,26 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
-import { resolveTeamKeyPath } from '@engram/memory-core/paths/containment';
+import { resolveInside, resolveTeamKeyPath } from '@engram/memory-core/paths/containment';
 import { hashContent, MAX_CONFLICT_RETRIES, MAX_ENTRY_BYTES, MAX_PUT_BODY_BYTES } from '../contract.js';
 import { invalidKeyReason } from '../keys.js';
 import { type TeamMemoryHttpClient, TeamSyncHttpError } from './http-client.js';
-import { readLocalFile, readLocalTeamFiles, type SkippedFile } from './local-files.js';
+import {
+  CONFLICTS_DIRNAME,
+  conflictCopyKey,
+  listConflictCopies,
+  readLocalBytes,
+  readLocalTeamFiles,
+  type SkippedFile,
+} from './local-files.js';
 import type { TeamSyncState, TeamSyncStateFile } from './sync-state.js';
 
 // Pull and push of one project's team/ directory (docs/team-memory.md has the rules and why):
 // - pull: the service wins per key where it has news; identical content is not rewritten (mtime kept); entries
 //   over 250,000 bytes and keys that fail validation are skipped; writes are atomic and land inside team/ only;
-//   a key deleted locally comes back.
+//   a key deleted locally comes back. A local edit never pushed of a key the service also changed (or a local
+//   file that differs from the service with no sync base to tell which is newer) is first copied, atomically,
+//   to team/.conflicts/ — hidden, so neither push nor the memory scan reads it — and only then overwritten.
 // - push: the local side wins; only entries whose checksum differs from the service's are sent, in PUT bodies
 //   of ≤200,000 serialized bytes, each with If-Match; a 412 refreshes the checksums (view=hashes) and retries,
 //   at most twice. Deletions are not sent. A permanent refusal suppresses pushes until a file changes.
@@ -37,11 +46,21 @@ export interface PullReport {
   unchanged: number;
   /** Local edits made since the last sync of a key the service did not change: kept for the next push. */
   keptLocal: string[];
-  /** Keys both sides changed since the last sync; the service's version was written (it wins on pull). */
-  conflicts: string[];
+  /**
+   * Keys both sides changed since the last sync (or that differ with no sync base): the service's version was
+   * written, the local one kept first at `copy` (relative to the team directory, under `.conflicts/`).
+   */
+  conflicts: PullConflict[];
   skipped: Array<{ key: string; reason: PullSkipReason; detail?: string }>;
   bytes: number;
   checksum: string | null;
+}
+
+export interface PullConflict {
+  key: string;
+  /** `both-changed`: edited here and on the service since the last sync; `no-base`: no sync record of it. */
+  reason: 'both-changed' | 'no-base';
+  copy: string;
 }
 
 export interface PushReport {
@@ -152,19 +171,33 @@ async function pull(target: SyncTarget, opts: { skipEtagCache?: boolean }): Prom
       report.skipped.push({ key, reason: 'outside-team-dir', detail: path.reason });
       continue;
     }
-    const local = await readLocalFile(path.path);
-    if (local === content) {
+    const localBytes = await readLocalBytes(path.path);
+    const local = localBytes?.toString('utf8');
+    if (localBytes?.equals(Buffer.from(content, 'utf8'))) {
       report.unchanged++;
       continue;
     }
     const baseHash = base[key];
-    const localChanged = local !== undefined && baseHash !== undefined && hashContent(local) !== baseHash;
+    const localChanged = local !== undefined && (baseHash === undefined || hashContent(local) !== baseHash);
     if (localChanged && serverHash === baseHash) {
       // Edited here since the last sync; the service still has what we last saw: the edit is newer.
       report.keptLocal.push(key);
       continue;
     }
-    if (localChanged) report.conflicts.push(key);
+    if (localChanged) {
+      // Both sides changed it: the service's version is written (pull's contract), but only once the local
+      // bytes are safely in a conflict copy; if the copy cannot be made, the local file stays as it is.
+      const kept = await keepConflictCopy(teamDir, key, localBytes!, now());
+      if (!kept.ok) {
+        report.skipped.push({ key, reason: 'unwritable', detail: `conflict copy: ${kept.reason}` });
+        continue;
+      }
+      report.conflicts.push({
+        key,
+        reason: baseHash === undefined ? 'no-base' : 'both-changed',
+        copy: kept.copy,
+      });
+    }
     try {
       await writeFileAtomic(path.path, content);
     } catch (error) {
@@ -190,6 +223,35 @@ async function pull(target: SyncTarget, opts: { skipEtagCache?: boolean }): Prom
   state.lastPullAt = now().toISOString();
   await target.state.save(state);
   return { ...report, checksum: state.lastKnownChecksum };
+}
+
+/**
+ * Writes `bytes` atomically to a fresh `.conflicts/<key>.conflict-<UTC time>[-n].md` inside `teamDir` (never
+ * over an earlier copy), resolved through symlinks so it cannot land outside the team directory.
+ */
+async function keepConflictCopy(
+  teamDir: string,
+  key: string,
+  bytes: Buffer,
+  at: Date,
+): Promise<{ ok: true; copy: string } | { ok: false; reason: string }> {
+  for (let n = 1; n <= 100; n++) {
+    const copy = `${CONFLICTS_DIRNAME}/${conflictCopyKey(key, at, n)}`;
+    const path = await resolveInside(join(teamDir, copy), teamDir);
+    if (!path.ok) return { ok: false, reason: path.reason };
+    const taken = await fs.lstat(path.path).then(
+      () => true,
+      () => false,
+    );
+    if (taken) continue;
+    try {
+      await writeFileAtomic(path.path, bytes);
+      return { ok: true, copy };
+    } catch (error) {
+      return { ok: false, reason: (error as NodeJS.ErrnoException).code ?? 'error' };
+    }
+  }
+  return { ok: false, reason: 'too many conflict copies with the same time' };
 }
 
 async function push(target: SyncTarget, opts: { force?: boolean }): Promise<PushReport> {
@@ -393,6 +455,13 @@ export interface StatusReport {
   toPush: string[];
   /** Keys where the service has content this directory lacks or differs from (what a pull would write). */
   toPull: string[];
+  /**
+   * Of toPull, the keys a pull would overwrite over a local edit not yet pushed (both sides changed them, or
+   * they differ with no sync base): the pull keeps the local version in a conflict copy under `.conflicts/`.
+   */
+  conflicts: string[];
+  /** Conflict copies earlier pulls left under `.conflicts/` (relative to the team directory). */
+  conflictCopies: string[];
   skipped: SkippedFile[];
   /** Whether toPull was computed from a fresh view=hashes (false: from the last sync's checksums). */
   remoteChecked: boolean;
@@ -428,6 +497,13 @@ export async function teamSyncStatus(
       const mine = local.entries.get(k);
       return mine === undefined || (mine.checksum !== server[k] && server[k] !== state.serverChecksums[k]);
     });
+  // The same rule pull applies: the local file differs from the last synced checksum (or there is none) and
+  // the service's changed since.
+  const conflicts = toPull.filter((k) => {
+    const mine = local.entries.get(k);
+    const base = state.serverChecksums[k];
+    return mine !== undefined && (base === undefined || mine.checksum !== base);
+  });
   return {
     repo: target.repo,
     lastKnownChecksum: state.lastKnownChecksum,
@@ -437,6 +513,8 @@ export async function teamSyncStatus(
     local: local.entries.size,
     toPush,
     toPull,
+    conflicts,
+    conflictCopies: await listConflictCopies(target.teamDir),
     skipped: local.skipped,
     remoteChecked,
     ...(remoteError ? { remoteError } : {}),

@@ -132,8 +132,8 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
         logger.warn({ ...log, key: s.key, reason: s.reason }, 'team memory entry not pulled');
       if (report.conflicts.length)
         logger.warn(
-          { ...log, keys: report.conflicts },
-          'team memory changed here and on the service; the service won',
+          { ...log, conflicts: report.conflicts },
+          'team memory changed here and on the service; the service won, the local version is kept in the conflict copy',
         );
       // Every session of the project hears of the files the pull wrote on its next model call.
       const teamRel = relative(paths.memoryDir, paths.teamDir).split(sep).join('/');
