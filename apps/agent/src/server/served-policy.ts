@@ -76,9 +76,9 @@ export async function sandboxServedBash(opts: {
   const hidden = (await Promise.all(opts.hidden.map(existing))).filter((p): p is string => p !== undefined);
   const ownHome = await existing(opts.tenant.home);
   const sandbox = { ...base, hidden, ...(ownHome ? { readable: [ownHome] } : {}) };
-  // Read and Write/Edit's read-before-write open only what lies in the tenant's workspace and area, judged
-  // on the opened inode (the policy's path check above is the first filter; a link flipped after it
-  // changes nothing here).
+  // Read, Grep, Glob and Write/Edit's read-before-write open only what lies in the tenant's workspace and
+  // area, judged on the opened inode (the policy's path check above is the first filter; a link flipped
+  // after it changes nothing here).
   const readBoundary = await rootsBoundary([opts.tenant.workspace, opts.tenant.home]);
   const bounded = (t: AnyTool): AnyTool =>
     BOUNDED_TOOLS.has(t.name) ? { ...t, call: (input, ctx) => t.call(input, { ...ctx, readBoundary }) } : t;
@@ -89,7 +89,7 @@ export async function sandboxServedBash(opts: {
   };
 }
 
-const BOUNDED_TOOLS = new Set(['Read', 'Write', 'Edit']);
+const BOUNDED_TOOLS = new Set(['Read', 'Write', 'Edit', 'Grep', 'Glob']);
 
 function isWithinOrEqual(child: string, parent: string): boolean {
   const rel = relative(parent, child);

@@ -1,8 +1,8 @@
-import { promises as fs } from 'node:fs';
 import { relative, resolve, sep } from 'node:path';
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { resolveToolPath } from './file-state.js';
+import { judgeListed, judgeSearchRoot } from './search-boundary.js';
 import { defineTool, ToolError } from './tool.js';
 import { walkFiles } from './walk.js';
 
@@ -38,14 +38,8 @@ export const globTool = defineTool<GlobInput>({
   isReadOnly: () => true,
   async call(input, ctx) {
     const root = resolveToolPath(ctx.cwd, input.path ?? '.');
-    try {
-      if (!(await fs.stat(root)).isDirectory()) {
-        throw new ToolError('not_directory', `Path is not a directory: ${input.path}`);
-      }
-    } catch (e) {
-      if (e instanceof ToolError) throw e;
-      throw new ToolError('not_found', `Directory does not exist: ${input.path ?? root}`);
-    }
+    // The root is judged on the directory it opens (a symlinked root out of the boundary is refused).
+    await judgeSearchRoot(ctx.readBoundary, root, input.path ?? root, true);
     // An absolute pattern is matched against absolute paths; walk only from its static base.
     let pattern = input.pattern;
     let walkRoot = root;
@@ -60,15 +54,24 @@ export const globTool = defineTool<GlobInput>({
         pattern = glob;
       }
     }
+    // The base the walk starts from is judged too (an absolute pattern or `../x/**` names another tree).
+    let walkReal: string;
+    try {
+      walkReal = (await judgeSearchRoot(ctx.readBoundary, walkRoot, walkRoot, true)).realPath;
+    } catch (e) {
+      if (e instanceof ToolError && (e.code === 'not_found' || e.code === 'not_directory')) {
+        return { content: 'No files found' };
+      }
+      throw e;
+    }
     const matcher = picomatch(pattern, { dot: true });
     const found: Array<{ path: string; mtimeMs: number }> = [];
     for await (const file of walkFiles(walkRoot, ctx.signal ? { signal: ctx.signal } : {})) {
       if (!matcher(toPosix(relative(walkRoot, file)))) continue;
-      try {
-        found.push({ path: file, mtimeMs: (await fs.stat(file)).mtimeMs });
-      } catch {
-        // vanished between readdir and stat
-      }
+      // The walk never follows a link, but a directory renamed into a link mid-walk would be: each listed
+      // name is judged on what it opens now, inside the boundary and the judged base, or left out.
+      const judged = await judgeListed(ctx.readBoundary, walkReal, file);
+      if (judged) found.push({ path: file, mtimeMs: judged.stat.mtimeMs });
     }
     if (found.length === 0) return { content: 'No files found' };
     found.sort((a, b) => b.mtimeMs - a.mtimeMs || (a.path < b.path ? -1 : 1));

@@ -1,9 +1,10 @@
-import { promises as fs } from 'node:fs';
 import { relative, sep } from 'node:path';
 import picomatch from 'picomatch';
 import { z } from 'zod';
+import type { ReadBoundary } from '../sandbox/read-boundary.js';
 import { resolveToolPath } from './file-state.js';
 import { locateRipgrep, runRipgrep } from './ripgrep.js';
+import { judgeListed, judgeSearchRoot } from './search-boundary.js';
 import { defineTool, ToolError } from './tool.js';
 
 // Grep: ripgrep (ripgrep.ts finds the binary and runs it without a shell, time- and size-bounded). Input
@@ -112,6 +113,21 @@ function cutLine(line: string): string {
   return line.length > MAX_GREP_LINE_CHARS ? `${line.slice(0, MAX_GREP_LINE_CHARS)} [...]` : line;
 }
 
+/** The distinct file paths of rg's `path NUL …` records (consecutive records of a file share one path). */
+function* recordPaths(out: string): Generator<string> {
+  let last: string | undefined;
+  for (let start = 0; start < out.length; ) {
+    let end = out.indexOf('\n', start);
+    if (end < 0) end = out.length;
+    const nul = out.indexOf('\0', start);
+    if (nul >= 0 && nul < end && (last === undefined || !out.startsWith(`${last}\0`, start))) {
+      last = out.slice(start, nul);
+      yield last;
+    }
+    start = end + 1;
+  }
+}
+
 export interface GrepRunOptions {
   timeoutMs?: number;
   maxOutputBytes?: number;
@@ -121,16 +137,15 @@ export interface GrepRunOptions {
 /** Runs one Grep call through ripgrep. Exported with its bounds so tests can exercise them. */
 export async function runGrep(
   input: GrepInput,
-  ctx: { cwd: string; signal?: AbortSignal },
+  ctx: { cwd: string; signal?: AbortSignal; readBoundary?: ReadBoundary },
   options: GrepRunOptions = {},
 ): Promise<{ content: string }> {
   const root = resolveToolPath(ctx.cwd, input.path ?? '.');
-  let rootIsFile: boolean;
-  try {
-    rootIsFile = (await fs.stat(root)).isFile();
-  } catch {
-    throw new ToolError('not_found', `Path does not exist: ${input.path ?? root}`);
-  }
+  // The root is judged on the inode it opens (a file root like Read judges it); rg is handed its real path,
+  // so a root that is a symlink is never followed by name again.
+  const judgedRoot = await judgeSearchRoot(ctx.readBoundary, root, input.path ?? root, false);
+  const rootIsFile = judgedRoot.stat.isFile();
+  const rootReal = judgedRoot.realPath;
   const filter = fileFilter(input.glob, input.type); // also rejects an unknown type
   const rg = await locateRipgrep(options.env ?? process.env);
   const mode = input.output_mode ?? 'files_with_matches';
@@ -138,12 +153,16 @@ export async function runGrep(
   const before = input['-B'] ?? input['-C'] ?? 0;
   const after = input['-A'] ?? input['-C'] ?? 0;
   const limit = input.head_limit ?? Number.POSITIVE_INFINITY;
-  const display = (abs: string) => {
+  // rg's paths start with `rootReal`; shown (and filtered) as under the root the model named.
+  const asNamed = (real: string) => (real.startsWith(rootReal) ? root + real.slice(rootReal.length) : real);
+  const display = (found: string) => {
+    const abs = asNamed(found);
     const rel = relative(ctx.cwd, abs);
     return toPosix(rel.startsWith('..') || rel === '' ? abs : rel);
   };
 
-  const args = ['--hidden', '--no-messages', `--max-filesize=${MAX_GREP_FILE_BYTES}`];
+  // `--no-follow` (rg's default, stated): a link inside the tree is never followed.
+  const args = ['--hidden', '--no-follow', '--no-messages', `--max-filesize=${MAX_GREP_FILE_BYTES}`];
   for (const d of EXCLUDED_DIRECTORIES) args.push(`--glob=!${d}`);
   if (input['-i']) args.push('--ignore-case');
   if (input.multiline) args.push('--multiline', '--multiline-dotall');
@@ -160,7 +179,7 @@ export async function runGrep(
     args.push('--null', '--with-filename', '--line-number', '--no-heading', '--color=never', '--sort=path');
     if (mode === 'content') args.push(`--before-context=${before}`, `--after-context=${after}`);
   }
-  args.push(`--regexp=${input.pattern}`, '--', root);
+  args.push(`--regexp=${input.pattern}`, '--', rootReal);
 
   const run = await runRipgrep(rg, args, {
     cwd: ctx.cwd,
@@ -186,13 +205,25 @@ export async function runGrep(
   const withNotes = (content: string) => ({
     content: notes.length > 0 ? `${content}\n\n${notes.join('\n')}` : content,
   });
-  const keep = (abs: string) => rootIsFile || filter(toPosix(relative(root, abs)));
+  const named = (found: string) => rootIsFile || filter(toPosix(relative(rootReal, found)));
+  // Every file rg reports is judged on what its name opens now (inside the boundary and the judged root):
+  // a directory renamed into a link while rg walked is left out, not reported.
+  const judged = new Map<string, number>();
+  const judgeAll = async (paths: Iterable<string>) => {
+    const unique = [...new Set(paths)].filter(named);
+    const entries = await Promise.all(unique.map((p) => judgeListed(ctx.readBoundary, rootReal, p)));
+    unique.forEach((p, i) => {
+      const entry = entries[i];
+      if (entry) judged.set(p, entry.stat.mtimeMs);
+    });
+  };
+  const keep = (found: string) => judged.has(found);
 
   if (mode === 'files_with_matches') {
-    const paths = run.stdout.split('\0').filter((p) => p.length > 0 && keep(p));
-    const matched = await Promise.all(
-      paths.map(async (path) => ({ path, mtimeMs: (await fs.stat(path).catch(() => null))?.mtimeMs ?? 0 })),
-    );
+    const listed = run.stdout.split('\0').filter((p) => p.length > 0);
+    await judgeAll(listed);
+    const paths = listed.filter(keep);
+    const matched = paths.map((path) => ({ path, mtimeMs: judged.get(path) ?? 0 }));
     if (matched.length === 0) return withNotes('No files found');
     matched.sort((a, b) => b.mtimeMs - a.mtimeMs || (a.path < b.path ? -1 : 1));
     const shown = matched.slice(0, limit).map((m) => display(m.path));
@@ -222,6 +253,7 @@ export async function runGrep(
     total += kept ? fileMatches : 0;
   };
   const out = run.stdout;
+  await judgeAll(recordPaths(out));
   for (let start = 0; start < out.length; ) {
     let end = out.indexOf('\n', start);
     if (end < 0) end = out.length;

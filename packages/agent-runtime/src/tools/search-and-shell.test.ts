@@ -158,12 +158,20 @@ describe('Grep', () => {
     expect(out.content).toBe('No files found');
   });
 
-  it('stops a search that outlives its time bound and says the result is incomplete', async () => {
+  it('refuses a FIFO as the search root instead of blocking on it', async () => {
     const fifo = join(dir, 'never-written');
     execFileSync('mkfifo', [fifo]);
-    const out = await runGrep(grepTool.inputSchema.parse({ pattern: 'x', path: fifo }), ctx, {
-      timeoutMs: 200,
-    });
+    await expect(grep({ pattern: 'x', path: fifo })).rejects.toMatchObject({ code: 'not_regular' });
+  });
+
+  it('stops a search that outlives its time bound and says the result is incomplete', async () => {
+    // Unicode word boundaries on non-ASCII text leave rg's fast engines: about 1 s of scanning for 3 MB.
+    await put('big.txt', `é${'ab cd '.repeat(16)}\n`.repeat(30_000));
+    const out = await runGrep(
+      grepTool.inputSchema.parse({ pattern: '\\b(\\w+\\s+){3}\\w{30,}\\b', path: 'big.txt' }),
+      ctx,
+      { timeoutMs: 200 },
+    );
     expect(out.content).toMatch(/^No files found\n\n\[Search stopped after 200 ms: results are incomplete/);
   });
 

@@ -1,3 +1,4 @@
+import { homedir } from 'node:os';
 import { type ReadBoundary, rootsBoundary } from '@engram/agent-runtime/sandbox/read-boundary';
 import { type EngramPaths, engramPathsFromDirNames } from '@engram/memory-core/paths/memory-paths';
 import { TenantStore, tenantHomeDir } from '@engram/tenants/tenant-store';
@@ -22,24 +23,24 @@ export function pathsForJob(
 
 /**
  * What a job's fork may read: for a tenant, its own ENGRAM_HOME area and its workspace (packages/tenants),
- * nothing else of ENGRAM_HOME; a job without a tenant is not bounded here.
+ * nothing else of ENGRAM_HOME; a job without a tenant (the operator's CLI) anything but `/proc`, `/sys`,
+ * `/dev` and other users' homes, so no fork can probe the worker's own environment.
  */
 export async function readBoundaryForJob(
   config: Pick<WorkersConfig, 'engramHome'>,
   payload: { tenant?: string | undefined },
-): Promise<ReadBoundary | undefined> {
-  if (!payload.tenant) return undefined;
+): Promise<ReadBoundary> {
+  if (!payload.tenant) return { kind: 'local', ownHome: homedir() };
   const home = tenantHomeDir(config.engramHome, payload.tenant);
   const workspaces = await new TenantStore(config.engramHome).workspaces();
   const own = workspaces.find((w) => w.id === payload.tenant)?.workspace;
   return await rootsBoundary(own ? [home, own] : [home]);
 }
 
-/** `readBoundaryForJob` as fork-plan fields (`{}` for a job without a tenant). */
+/** `readBoundaryForJob` as fork-plan fields. */
 export async function jobReadBoundary(
   config: Pick<WorkersConfig, 'engramHome'>,
   payload: { tenant?: string | undefined },
-): Promise<{ readBoundary?: ReadBoundary }> {
-  const readBoundary = await readBoundaryForJob(config, payload);
-  return readBoundary ? { readBoundary } : {};
+): Promise<{ readBoundary: ReadBoundary }> {
+  return { readBoundary: await readBoundaryForJob(config, payload) };
 }
