@@ -1,5 +1,6 @@
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import type { QueueBackendConfig } from '@engram/queue/backend-config';
 import { z } from 'zod';
@@ -113,4 +114,49 @@ export function devStackBackend(engramHome: string): QueueBackendConfig | undefi
   return stack.backend.kind === 'postgres'
     ? { kind: 'postgres', url: stack.backend.url, implicit: false }
     : { kind: 'redis', url: stack.backend.url, implicit: false };
+}
+
+// The ports a home's stack last ran on, kept beside dev-stack.json but never removed: a restarted `engram dev`
+// takes them again when they are free, so a client that read dev-stack.json once (a running `engram serve`, a
+// `chat`) finds the new stack where the old one was.
+const devPortsSchema = z.object({
+  redis: z.number().int().min(1).max(65_535).optional(),
+  scriptedModel: z.number().int().min(1).max(65_535).optional(),
+});
+export type DevPorts = z.infer<typeof devPortsSchema>;
+
+export function devPortsPath(engramHome: string): string {
+  return join(engramHome, 'dev-ports.json');
+}
+
+/** The ports recorded by the last `engram dev` on this home ({} when none or unreadable). */
+export function readDevPorts(engramHome: string): DevPorts {
+  try {
+    const parsed = devPortsSchema.safeParse(JSON.parse(readFileSync(devPortsPath(engramHome), 'utf8')));
+    return parsed.success ? parsed.data : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Record the ports this stack took (owner only), keeping the other recorded ones. */
+export async function writeDevPorts(engramHome: string, ports: DevPorts): Promise<void> {
+  const merged = { ...readDevPorts(engramHome), ...ports };
+  await writeFileAtomic(devPortsPath(engramHome), `${JSON.stringify(merged, null, 2)}\n`);
+}
+
+/**
+ * No queue engine for this home: no running `engram dev` and no REDIS_URL / ENGRAM_QUEUE_URL. Retryable: work
+ * kept in a session's outbox is handed over once a stack runs (or a URL is set).
+ */
+export class QueueNotConfiguredError extends EngramError {
+  constructor(readonly engramHome: string) {
+    super(
+      'QUEUE_NOT_CONFIGURED',
+      `no queue engine: no \`engram dev\` is running for ENGRAM_HOME ${engramHome}, and neither REDIS_URL nor ` +
+        'ENGRAM_QUEUE_URL is set. Start the stack with `npm run dev` (or `npx engram dev`) in another terminal, ' +
+        'or set REDIS_URL (REDIS_URL=redis://127.0.0.1:6379 to use a Redis there on purpose).',
+      { retryable: true },
+    );
+  }
 }

@@ -2,8 +2,8 @@ import { redactUrl } from '@engram/queue/backend-config';
 import { type ModelServer, startModelServer } from '@engram/scripted-model/model-server';
 import { PLAYGROUND_LABEL, playgroundResponder } from '@engram/scripted-model/playground';
 import type { AgentConfig } from '../config.js';
-import { claimDevStack, releaseDevStack, writeDevStack } from '../dev-stack.js';
-import { startLocalStack } from '../stack/local-stack.js';
+import { claimDevStack, readDevPorts, releaseDevStack, writeDevPorts, writeDevStack } from '../dev-stack.js';
+import { portFree, startLocalStack } from '../stack/local-stack.js';
 import { EXIT, type Output } from './output.js';
 import { waitForSignal } from './workers.js';
 
@@ -25,8 +25,12 @@ export async function devCommand(config: AgentConfig, opts: DevOptions, io: Outp
   let stack: Awaited<ReturnType<typeof startLocalStack>> | undefined;
   try {
     const keyless = !config.anthropic.apiKey && !config.anthropic.baseURL;
-    if (opts.scriptedModel)
-      model = await startModelServer({ fallback: playgroundResponder(), maxRecorded: 100 });
+    // The ports of this home's last stack, taken again when free, so its clients find the restarted stack.
+    const last = readDevPorts(config.engramHome);
+    if (opts.scriptedModel) {
+      const port = last.scriptedModel && (await portFree(last.scriptedModel)) ? last.scriptedModel : 0;
+      model = await startModelServer({ fallback: playgroundResponder(), maxRecorded: 100, port });
+    }
     stack = await startLocalStack({
       engramHome: config.engramHome,
       configured: config.backend,
@@ -36,6 +40,11 @@ export async function devCommand(config: AgentConfig, opts: DevOptions, io: Outp
         ...(model ? { ANTHROPIC_BASE_URL: model.url, ANTHROPIC_API_KEY: 'scripted-playground' } : {}),
       },
       ...(opts.port !== undefined ? { httpPort: opts.port, portFlag: '`engram dev --port <n>`' } : {}),
+      ...(last.redis ? { redisPort: last.redis } : {}),
+    });
+    await writeDevPorts(config.engramHome, {
+      ...(stack.origin === 'redis-server-child' ? { redis: Number(new URL(stack.backend.url).port) } : {}),
+      ...(model ? { scriptedModel: Number(new URL(model.url).port) } : {}),
     });
     const http = stack.service.http;
     await writeDevStack(config.engramHome, {

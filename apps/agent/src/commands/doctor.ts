@@ -13,7 +13,7 @@ import {
   scanOutboxes,
 } from '@engram/worker-service/operations';
 import type { AgentConfig } from '../config.js';
-import { readDevStack } from '../dev-stack.js';
+import { QueueNotConfiguredError, readDevStack } from '../dev-stack.js';
 import { MemoryQueue } from '../memory/memory-queue.js';
 import { EXIT, type Output } from './output.js';
 
@@ -110,27 +110,36 @@ export async function runDoctorChecks(config: AgentConfig, opts: DoctorOptions =
   const outboxMaxAgeMs = opts.outboxMaxAgeMs ?? DEFAULT_OUTBOX_MAX_AGE_MS;
   const lines: CheckLine[] = [];
   const dev = readDevStack(config.engramHome);
-  const source = config.backend.implicit
-    ? 'default'
-    : dev?.backend?.url === config.backend.url
-      ? '`engram dev`'
-      : 'configured';
-  const report = await inspectBackend(config.backend, 3_000, config.namespace);
-  const engineName =
-    config.backend.kind === 'redis'
-      ? `Redis ${report.version ?? ''}`.trim()
-      : `PostgreSQL ${report.version ?? ''}`.trim();
-  lines.push({
-    ok: report.reachable && report.problems.length === 0,
-    name: 'queue engine',
-    detail: report.reachable
-      ? `${engineName} at ${report.url} (${source})${report.evictionPolicy ? `, maxmemory-policy ${report.evictionPolicy}` : ''}${
-          report.appendOnly !== undefined ? `, AOF ${report.appendOnly ? 'on' : 'off'}` : ''
-        }`
-      : `${report.url} (${source})`,
-    ...(report.problems.length ? { fix: report.problems.join(' ') } : {}),
-  });
-  for (const note of report.notes ?? []) lines.push({ ok: true, name: 'note', detail: note });
+  const source = dev?.backend?.url === config.backend.url ? '`engram dev`' : 'configured';
+  // The default URL nobody chose is not probed: what answers there may be another home's stack.
+  const report = config.backend.implicit
+    ? undefined
+    : await inspectBackend(config.backend, 3_000, config.namespace);
+  if (!report) {
+    const message = new QueueNotConfiguredError(config.engramHome).message;
+    lines.push({
+      ok: false,
+      name: 'queue engine',
+      detail: `none: no \`engram dev\` is running for ENGRAM_HOME ${config.engramHome}, and neither REDIS_URL nor ENGRAM_QUEUE_URL is set`,
+      fix: message.slice(message.indexOf('Start the stack')),
+    });
+  } else {
+    const engineName =
+      config.backend.kind === 'redis'
+        ? `Redis ${report.version ?? ''}`.trim()
+        : `PostgreSQL ${report.version ?? ''}`.trim();
+    lines.push({
+      ok: report.reachable && report.problems.length === 0,
+      name: 'queue engine',
+      detail: report.reachable
+        ? `${engineName} at ${report.url} (${source})${report.evictionPolicy ? `, maxmemory-policy ${report.evictionPolicy}` : ''}${
+            report.appendOnly !== undefined ? `, AOF ${report.appendOnly ? 'on' : 'off'}` : ''
+          }`
+        : `${report.url} (${source})`,
+      ...(report.problems.length ? { fix: report.problems.join(' ') } : {}),
+    });
+  }
+  for (const note of report?.notes ?? []) lines.push({ ok: true, name: 'note', detail: note });
   lines.push(await checkHome(config));
   lines.push(await checkModel(config));
   lines.push(await checkSandbox());
@@ -140,7 +149,7 @@ export async function runDoctorChecks(config: AgentConfig, opts: DoctorOptions =
     name: 'telemetry',
     detail: describeTelemetry(telemetrySettings(process.env, 'serve')),
   });
-  if (report.reachable) {
+  if (report?.reachable) {
     const memory = new MemoryQueue(config);
     try {
       for (const kind of JOB_KINDS) {

@@ -4,6 +4,7 @@ import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import { type DreamProgress, type DreamResult, dreamProgress } from '@engram/queue/jobs/dream';
 import { lastConsolidatedAt } from '@engram/queue/state/consolidation-lock';
 import type { AgentConfig } from '../config.js';
+import { QueueNotConfiguredError } from '../dev-stack.js';
 import { describeDreamReceipt } from '../memory/dream-trigger.js';
 import { MemoryQueue } from '../memory/memory-queue.js';
 import { EXIT, type Output } from './output.js';
@@ -24,6 +25,11 @@ export async function dreamCommand(
   opts: { cwd: string; force: boolean; timeoutMs?: number },
   io: Output,
 ): Promise<number> {
+  // A dream is followed to its end on the queue: with none for this home there is nothing to wait on.
+  if (config.backend.implicit) {
+    io.err(`engram dream: ${new QueueNotConfiguredError(config.engramHome).message}`);
+    return EXIT.usage;
+  }
   const paths = await resolveEngramPaths({
     engramHome: config.engramHome,
     cwd: opts.cwd,

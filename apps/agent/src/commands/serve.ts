@@ -14,6 +14,7 @@ import { TenantStore } from '@engram/tenants/tenant-store';
 import { serve } from '@hono/node-server';
 import { z } from 'zod';
 import type { AgentConfig } from '../config.js';
+import { QueueNotConfiguredError } from '../dev-stack.js';
 import { createHostedApp, type ExtraRoute, type HostedApp } from '../server/hosted-app.js';
 import { MCP_ROUTES } from '../server/mcp-route.js';
 import { EXIT, type Output } from './output.js';
@@ -160,6 +161,11 @@ export async function startServer(
 }
 
 export async function serveCommand(config: AgentConfig, opts: ServeOptions, io: Output): Promise<number> {
+  // A service that could queue no memory work would answer turns and keep their work only in outboxes.
+  if (config.backend.implicit) {
+    io.err(`engram serve: ${new QueueNotConfiguredError(config.engramHome).message}`);
+    return EXIT.usage;
+  }
   const running = await startServer(config, opts);
   io.err(
     `engram serve: listening on ${running.url} (POST /v1/sessions, POST /v1/sessions/{id}/turns; /openapi.json)`,

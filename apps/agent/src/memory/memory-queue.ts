@@ -15,9 +15,11 @@ import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
 import { type EnqueueReceipt, JobProducer } from '@engram/queue/producer';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { type ExtractReceipt, SessionState, sessionStateTtlMs } from '@engram/queue/state/session-state';
+import type { StateStore } from '@engram/queue/state/state-store';
 import { activeTelemetry } from '@engram/telemetry/setup';
 import { tenantHomeDir } from '@engram/tenants/tenant-store';
 import type { AgentConfig } from '../config.js';
+import { QueueNotConfiguredError } from '../dev-stack.js';
 
 // The foreground's side of memory work: decide and enqueue, never run a memory fork and never let a queue
 // problem fail a turn. Every method reports what happened instead of throwing.
@@ -63,6 +65,13 @@ export class MemoryQueue {
   constructor(private readonly config: AgentConfig) {}
 
   get engine(): QueueEngine {
+    // An implicit backend is the default URL nobody chose: connecting to it would join whatever stack answers
+    // there (another home's). Nothing connects; every state call rejects (the callers' queue-down paths) and
+    // durable work goes to the session's outbox (enqueue).
+    if (this.config.backend.implicit) {
+      this.engineInstance ??= unconfiguredEngine(new QueueNotConfiguredError(this.config.engramHome));
+      return this.engineInstance;
+    }
     this.engineInstance ??= createQueueEngine({
       config: this.config.backend,
       profile: 'producer',
@@ -73,6 +82,7 @@ export class MemoryQueue {
   }
 
   get producer(): JobProducer {
+    if (this.config.backend.implicit) throw new QueueNotConfiguredError(this.config.engramHome);
     this.producerInstance ??= new JobProducer(this.engine, { timeoutMs: this.config.enqueueTimeoutMs });
     return this.producerInstance;
   }
@@ -276,4 +286,19 @@ export class MemoryQueue {
 
 export function queueDownReason(error: unknown): string {
   return `memory queue unavailable (${(error as Error).message})`;
+}
+
+/** An engine for a home with no queue: its state store rejects every call with `error`; closing is a no-op. */
+function unconfiguredEngine(error: QueueNotConfiguredError): QueueEngine {
+  const state = new Proxy({} as StateStore, {
+    get: (_target, prop) => (prop === 'then' ? undefined : () => Promise.reject(error)),
+  });
+  return new Proxy({} as QueueEngine, {
+    get: (_target, prop) => {
+      if (prop === 'state') return state;
+      if (prop === 'close') return async () => {};
+      if (prop === 'then') return undefined;
+      throw error;
+    },
+  });
 }

@@ -43,6 +43,11 @@ export interface StartLocalStackOptions {
    * ENGRAM_HOME/pg.
    */
   scratch?: boolean;
+  /**
+   * The redis-server child's port: taken when free (the port this home's stack used last time), else a free
+   * one. Default 6379 when free. Ignored for scratch data (the demo always takes a free port).
+   */
+  redisPort?: number;
 }
 
 export class PortInUseError extends Error {
@@ -56,7 +61,7 @@ export class PortInUseError extends Error {
   }
 }
 
-function portFree(port: number): Promise<boolean> {
+export function portFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const server = createServer();
     server.once('error', () => resolve(false));
@@ -85,7 +90,8 @@ async function chooseBackend(
     };
   }
   if (findRedisServer()) {
-    const port = !scratchDir && (await portFree(6379)) ? 6379 : undefined;
+    const preferred = opts.redisPort ?? 6379;
+    const port = !scratchDir && (await portFree(preferred)) ? preferred : undefined;
     const dir = scratchDir ? join(scratchDir, 'redis') : join(opts.engramHome, 'redis');
     const redis = await startLocalRedis({ dir, persist: !scratchDir, ...(port ? { port } : {}) });
     return {
