@@ -14,6 +14,11 @@ export const END_TO_END_SUITES = [
   'apps/agent/src/first-run.test.ts', // runs `npm run dev` / the built CLI as a new user would
   'apps/agent/src/zero-install.test.ts', // the stack with nothing but Node (embedded PostgreSQL)
   'apps/agent/src/cli.test.ts', // the CLI as processes
+  'apps/agent/src/dev-stack-ports.test.ts', // restarts the built dev stack
+  'apps/agent/src/mcp-stdio.test.ts', // spawns `engram mcp`
+  'apps/agent/src/telemetry.test.ts', // a served turn with workers, exported to an OTLP receiver
+  'apps/agent/src/server/memory-stores.test.ts', // the SDK against engram serve on PostgreSQL
+  'apps/agent/src/server/mcp-route.test.ts', // the MCP client against engram serve
   'apps/agent/src/sandbox.test.ts', // `engram sandbox` processes under bubblewrap
   'apps/agent/src/server/hosted-app.test.ts', // engram serve + workers end to end
   'apps/agent/src/server/compose.test.ts', // the compose file against the built images' contract
