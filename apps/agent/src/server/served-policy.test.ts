@@ -36,14 +36,15 @@ describe('served Grep and Glob', () => {
     const glob = tools.get('Glob')!;
     expect(String((await grep.call({ pattern: 'ACME' }, ctx)).content)).toContain('notes.md');
     expect(String((await glob.call({ pattern: '**/*.md' }, ctx)).content)).toBe(join(workspace, 'notes.md'));
+    // One call at a time: a rejection created before it is awaited would be reported as unhandled.
     for (const call of [
-      grep.call({ pattern: 'SECRET', path: rival }, ctx),
-      grep.call({ pattern: 'SECRET', path: 'linked' }, ctx),
-      grep.call({ pattern: 'PATH=', path: '/proc/self/environ' }, ctx),
-      glob.call({ pattern: '**', path: 'linked' }, ctx),
-      glob.call({ pattern: `${rival}/*` }, ctx),
+      () => grep.call({ pattern: 'SECRET', path: rival }, ctx),
+      () => grep.call({ pattern: 'SECRET', path: 'linked' }, ctx),
+      () => grep.call({ pattern: 'PATH=', path: '/proc/self/environ' }, ctx),
+      () => glob.call({ pattern: '**', path: 'linked' }, ctx),
+      () => glob.call({ pattern: `${rival}/*` }, ctx),
     ]) {
-      await expect(call).rejects.toMatchObject({ code: 'outside_boundary' });
+      await expect(call()).rejects.toMatchObject({ code: 'outside_boundary' });
     }
   });
 });
