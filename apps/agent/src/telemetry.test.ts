@@ -121,12 +121,14 @@ describe('telemetry on: one trace from a served turn to the memory file', () => 
     for (let i = 0; i < 200 && !existsSync(memoryFile); i++) await new Promise((r) => setTimeout(r, 50));
     expect(existsSync(memoryFile)).toBe(true);
 
-    // The receipt span ends just after the file lands; wait until it is exported.
+    // The receipt span ends just after the file lands, and BullMQ's consumer span when the handler has
+    // returned, a little later: wait until both are exported.
     let spans: ReceivedSpan[] = [];
     for (let i = 0; i < 100; i++) {
       await activeTelemetry().flush();
       spans = receiver.spans();
-      if (spans.some((s) => s.name === 'engram.receipt')) break;
+      const consumer = spans.some((s) => s.scope === 'bullmq' && s.kind === 5 && /extract/.test(s.name));
+      if (consumer && spans.some((s) => s.name === 'engram.receipt')) break;
       await new Promise((r) => setTimeout(r, 100));
     }
     const turnSpan = spans.find((s) => s.name === 'engram.turn');
