@@ -1,7 +1,7 @@
-import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { EngramError, errorCode } from '@engram/errors/engram-error';
 import { serializeMemoryFile } from '@engram/memory-core/memdir/frontmatter';
+import { loadMemoryIndex } from '@engram/memory-core/memdir/index-file';
 import {
   ensureIndexPointer,
   ensureMemoryDir,
@@ -158,13 +158,9 @@ export async function saveMemory(
   };
 }
 
+/** The index as it is on disk (memory-core's bounded loader: FIFO-safe, capped); empty when there is none. */
 async function readIndex(memoryDir: string): Promise<string> {
-  try {
-    return await fs.readFile(join(memoryDir, ENTRYPOINT_NAME), 'utf8');
-  } catch (error) {
-    if (errorCode(error) === 'ENOENT') return '';
-    throw error;
-  }
+  return (await loadMemoryIndex(join(memoryDir, ENTRYPOINT_NAME))).raw;
 }
 
 /** A new MCP server over one memory directory: tools search/list/read/save/forget and the MEMORY.md resource. */

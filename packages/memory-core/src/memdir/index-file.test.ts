@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -619,6 +620,16 @@ describe('index files on disk', () => {
   it('loadMemoryIndex fails with a typed error when the index is unreadable', async () => {
     const path = join(dir, 'isdir', 'MEMORY.md');
     mkdirSync(path, { recursive: true });
+    await expect(loadMemoryIndex(path)).rejects.toMatchObject({
+      name: 'MemoryIndexError',
+      code: 'READ_FAILED',
+    });
+  });
+
+  it('loadMemoryIndex refuses a FIFO named MEMORY.md at once instead of waiting on it', async () => {
+    const path = join(dir, 'fifo', 'MEMORY.md');
+    mkdirSync(join(dir, 'fifo'), { recursive: true });
+    execFileSync('mkfifo', [path]);
     await expect(loadMemoryIndex(path)).rejects.toMatchObject({
       name: 'MemoryIndexError',
       code: 'READ_FAILED',

@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
+import { readRegularFileBounded } from './bounded-read.js';
 
 // MEMORY.md is the index every session loads: one pointer line per memory, `- [Title](file.md) — hook`. It is
 // loaded with two caps (lines, then characters) and a cut is never silent: the model gets a warning naming the
@@ -120,20 +121,7 @@ export async function loadMemoryIndex(indexPath: string): Promise<LoadedIndex> {
 }
 
 async function readBounded(path: string, maxBytes: number): Promise<string> {
-  const handle = await fs.open(path, 'r');
-  try {
-    const size = (await handle.stat()).size;
-    const buffer = Buffer.alloc(Math.min(size, maxBytes));
-    let offset = 0;
-    while (offset < buffer.length) {
-      const { bytesRead } = await handle.read(buffer, offset, buffer.length - offset, offset);
-      if (bytesRead === 0) break;
-      offset += bytesRead;
-    }
-    return buffer.toString('utf8', 0, offset);
-  } finally {
-    await handle.close();
-  }
+  return (await readRegularFileBounded(path, maxBytes)).bytes.toString('utf8');
 }
 
 // ---------------------------------------------------------------------------------------------------------

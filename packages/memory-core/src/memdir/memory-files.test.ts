@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +10,7 @@ import {
   ensureMemoryDir,
   forgetMemory,
   listMemories,
+  MAX_MEMORY_FILE_READ_BYTES,
   readMemoryFile,
   TeamSecretError,
   validateMemoryRelPath,
@@ -95,6 +97,19 @@ describe('writeMemoryFile / readMemoryFile', () => {
       code: 'OUTSIDE_MEMORY_DIR',
     });
     await expect(readMemoryFile(mem, 'escape/x.md')).rejects.toMatchObject({ code: 'OUTSIDE_MEMORY_DIR' });
+  });
+
+  it('reads a memory bounded, judged on what it opened: a FIFO and an oversize file are refused', async () => {
+    writeFileSync(join(mem, 'plain.md'), '---\nname: plain\n---\nok\n');
+    // Positive control: an ordinary memory reads.
+    await expect(readMemoryFile(mem, 'plain.md')).resolves.toMatchObject({ name: 'plain' });
+    execFileSync('mkfifo', [join(mem, 'pipe.md')]);
+    await expect(readMemoryFile(mem, 'pipe.md')).rejects.toMatchObject({ code: 'NOT_A_REGULAR_FILE' });
+    writeFileSync(join(mem, 'huge.md'), 'x'.repeat(MAX_MEMORY_FILE_READ_BYTES + 1));
+    await expect(readMemoryFile(mem, 'huge.md')).rejects.toMatchObject({ code: 'TOO_LARGE' });
+    // A link that stays inside is resolved to its target first, and the target (a regular file) is read.
+    symlinkSync('plain.md', join(mem, 'alias.md'));
+    await expect(readMemoryFile(mem, 'alias.md')).resolves.toMatchObject({ name: 'plain' });
   });
 
   it('refuses secret-looking content in team memory but allows it in private memory', async () => {

@@ -4,6 +4,7 @@ import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { isStrictlyWithin, realpathDeepestExisting, resolveInside } from '../paths/containment.js';
 import { ENTRYPOINT_NAME, MemoryPathError, TEAM_DIRNAME } from '../paths/memory-paths.js';
 import { scanForSecrets } from '../security/secret-scanner.js';
+import { readRegularFileBounded } from './bounded-read.js';
 import { memoryAgeDays, memoryFreshnessLabel } from './freshness.js';
 import {
   MemoryFormatError,
@@ -120,12 +121,27 @@ export async function writeMemoryFile(
 }
 
 /** Reads and parses one memory file (relative path), after the containment check. */
+/** Reading a memory stops here (writes are capped at 256 KiB by the memory policy). */
+export const MAX_MEMORY_FILE_READ_BYTES = 1024 * 1024;
+
 export async function readMemoryFile(memoryDir: string, relPath: string) {
   const rel = validateMemoryRelPath(relPath);
   const target = await resolveInside(join(memoryDir, rel), memoryDir);
   if (!target.ok) throw new MemoryPathError('OUTSIDE_MEMORY_DIR', `Cannot read ${rel}: ${target.reason}.`);
-  const [text, stat] = await Promise.all([fs.readFile(target.path, 'utf8'), fs.stat(target.path)]);
-  return { path: target.path, mtimeMs: stat.mtimeMs, ...parseMemoryFile(text, rel) };
+  // Judged on the opened descriptor: a symlink swapped in after the containment check, or a FIFO, is refused.
+  const read = await readRegularFileBounded(target.path, MAX_MEMORY_FILE_READ_BYTES, {
+    followSymlinks: false,
+  });
+  if (read.truncated)
+    throw new MemoryPathError(
+      'TOO_LARGE',
+      `${rel} is over ${MAX_MEMORY_FILE_READ_BYTES} bytes; a memory file should be a few KB — split it.`,
+    );
+  return {
+    path: target.path,
+    mtimeMs: read.stat.mtimeMs,
+    ...parseMemoryFile(read.bytes.toString('utf8'), rel),
+  };
 }
 
 export interface MemoryListing {

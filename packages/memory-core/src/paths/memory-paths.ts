@@ -23,6 +23,7 @@ export type MemoryPathErrorCode =
   | 'DRIVE_ROOT'
   | 'UNC'
   | 'NUL_BYTE'
+  | 'TOO_LARGE'
   | 'INVALID_SESSION_ID'
   | 'INVALID_MEMORY_FILE'
   | 'INVALID_DIR_NAME'
