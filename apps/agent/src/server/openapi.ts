@@ -47,6 +47,8 @@ export interface ApiRoute {
   parameters?: object[];
   body?: z.ZodType;
   responses: Partial<Record<Status, Response>>;
+  /** The 200 answer may also be a Server-Sent Events stream (`Accept: text/event-stream`). */
+  streams?: true;
 }
 
 const sessionIdParam = {
@@ -134,6 +136,7 @@ export const ROUTES: readonly ApiRoute[] = [
     path: '/v1/sessions/{id}/turns',
     operationId: 'runTurn',
     summary: 'Run one turn',
+    streams: true,
     description:
       'With `Accept: text/event-stream` the turn streams as Server-Sent Events: turn.started, text_delta ' +
       '(`{turn, index, text}`: a piece of a text block as the model streams it), text (the complete block), ' +
@@ -299,7 +302,7 @@ export function openApiDocument(): object {
     const responses: Record<string, object> = {};
     for (const [status, response] of Object.entries(route.responses))
       responses[status] = responseObject(response);
-    if (route.method === 'post' && route.path === '/v1/sessions/{id}/turns') {
+    if (route.streams) {
       const ok = responses[200] as { content: Record<string, object> };
       ok.content['text/event-stream'] = { schema: { type: 'string' } };
     }
