@@ -37,10 +37,13 @@ export async function followExtraction(
   while (true) {
     const drained = await memory.drainExtraction(ref, leafSeq, 0);
     if (drained.done) return { status: 'done', receipts: drained.receipts, waitedMs: Date.now() - started };
+    // The state first, then the job: a job read before its failure landed carries no reason or attempts yet,
+    // while a state read after it would already say "failed" (failed for good is final, so the later read of
+    // the job holds the reason).
+    const state = await queue.getJobState(extract.jobId).catch(() => 'unknown');
     const job = await queue.getJob(extract.jobId).catch(() => undefined);
     const waitedMs = Date.now() - started;
     if (job) {
-      const state = await job.getState().catch(() => 'unknown');
       if (state === 'failed') {
         // The cursor may still have moved past the turn through a later job of the same session.
         const again = await memory.drainExtraction(ref, leafSeq, 0);
