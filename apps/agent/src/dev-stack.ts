@@ -22,18 +22,18 @@ const devStackSchema = z.object({
 });
 export type DevStack = z.infer<typeof devStackSchema>;
 
-export class DevStackBusyError extends Error {
-  readonly code = 'DEV_STACK_RUNNING';
+export class DevStackBusyError extends EngramError {
   constructor(
     readonly engramHome: string,
     readonly owner: DevStack,
   ) {
     super(
+      'DEV_STACK_RUNNING',
       `another \`engram dev\` (pid ${owner.pid}${owner.dashboard ? `, dashboard ${owner.dashboard}` : ''}) already runs ` +
         `the stack for ENGRAM_HOME ${engramHome}. Use that one (\`engram run\` and \`engram chat\` find it), stop it ` +
         'first, or start this one with another ENGRAM_HOME.',
+      { retryable: false },
     );
-    this.name = 'DevStackBusyError';
   }
 }
 

@@ -1,17 +1,16 @@
 import { statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { z } from 'zod';
 
 // The settings the agent (CLI, `engram serve`) and the workers share, parsed one way: the same names, the
 // same defaults, the same boolean rule. Each process adds its own settings to `sharedEnvSchema` and turns a
 // parse failure into its ConfigError with `describeIssues`.
 
-export class ConfigError extends Error {
-  readonly code = 'CONFIG_INVALID';
+export class ConfigError extends EngramError {
   constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
+    super('CONFIG_INVALID', message, { retryable: false });
   }
 }
 

@@ -24,11 +24,14 @@ describe('EngramError', () => {
     });
   });
 
-  it('is not retryable unless it says so, and keeps its cause', () => {
+  it('says whether it is retryable at construction (required), and keeps its cause', () => {
     const cause = new Error('ENOENT');
-    const error = new EngramError('TRANSCRIPT_MISSING', 'no transcript', { cause });
+    const error = new EngramError('TRANSCRIPT_MISSING', 'no transcript', { retryable: false, cause });
     expect(error.retryable).toBe(false);
     expect(error.cause).toBe(cause);
+    // @ts-expect-error retryable is required: no error may leave the worker's retry decision to a default
+    const undecided = new EngramError('UNDECIDED', 'x', {});
+    expect(undecided.retryable).toBeUndefined();
   });
 
   it('errorCode reads the code of Node system errors too', () => {

@@ -134,6 +134,7 @@ export async function saveMemory(
       'SECRET_IN_MEMORY',
       `The memory contains what looks like a secret (${found.map((f) => f.label).join(', ')}); memories are ` +
         'read back into prompts and may be shared. Describe where the secret lives instead.',
+      { retryable: false },
     );
   }
   await ensureMemoryDir(opts.memoryDir);
@@ -145,6 +146,7 @@ export async function saveMemory(
     throw new MemoryToolError(
       `WRITE_DENIED_${(decision.reason ?? 'policy').toUpperCase()}`,
       decision.message,
+      { retryable: false },
     );
   }
   const written = await writeMemoryFile(opts.memoryDir, rel, fields, input.body, {

@@ -301,9 +301,9 @@ function toolUseCount(entry: ChainEntry): number {
 }
 
 /** A guard's refusal, after the transaction restored the previous state. */
-class RefusedError extends Error {
+class RefusedError extends EngramError {
   constructor(readonly permanent: PermanentJobError) {
-    super(permanent.message);
+    super(permanent.code, permanent.message, { retryable: false });
   }
 }
 

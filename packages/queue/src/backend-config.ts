@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import { z } from 'zod';
 
 // Which engine runs BullMQ is decided here and nowhere else: Redis in production, or BullMQ's PostgreSQL
@@ -32,11 +33,9 @@ export type QueueBackendConfig =
     }
   | { kind: 'postgres'; url: string; implicit: false };
 
-export class QueueConfigError extends Error {
-  readonly code = 'QUEUE_CONFIG_INVALID';
+export class QueueConfigError extends EngramError {
   constructor(message: string) {
-    super(message);
-    this.name = 'QueueConfigError';
+    super('QUEUE_CONFIG_INVALID', message, { retryable: false });
   }
 }
 

@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import {
   assertSchemaCompatibility,
   LATEST_SCHEMA_VERSION,
@@ -40,11 +41,9 @@ export interface BackendReport {
   problems: string[];
 }
 
-export class UnsafeBackendError extends Error {
-  readonly code = 'QUEUE_BACKEND_UNSAFE';
+export class UnsafeBackendError extends EngramError {
   constructor(readonly report: BackendReport) {
-    super(report.problems.join(' '));
-    this.name = 'UnsafeBackendError';
+    super('QUEUE_BACKEND_UNSAFE', report.problems.join(' '), { retryable: false });
   }
 }
 

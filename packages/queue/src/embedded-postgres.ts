@@ -17,6 +17,7 @@ import {
 import { createRequire } from 'node:module';
 import { arch, platform } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import pg from 'pg';
 import { freePort } from './local-redis.js';
 
@@ -43,13 +44,10 @@ export type EmbeddedPostgresErrorCode =
   | 'EMBEDDED_POSTGRES_INIT_FAILED'
   | 'EMBEDDED_POSTGRES_START_FAILED';
 
-export class EmbeddedPostgresError extends Error {
-  constructor(
-    readonly code: EmbeddedPostgresErrorCode,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'EmbeddedPostgresError';
+export class EmbeddedPostgresError extends EngramError {
+  declare readonly code: EmbeddedPostgresErrorCode;
+  constructor(code: EmbeddedPostgresErrorCode, message: string) {
+    super(code, message, { retryable: code === 'EMBEDDED_POSTGRES_START_FAILED' });
   }
 }
 

@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import {
   type ConnectionOptions,
   createPostgresBackend,
@@ -70,19 +71,15 @@ export interface QueueEngine {
   close(): Promise<void>;
 }
 
-export class UnsupportedBackendError extends Error {
-  readonly code = 'QUEUE_BACKEND_UNSUPPORTED';
+export class UnsupportedBackendError extends EngramError {
   constructor(message: string) {
-    super(message);
-    this.name = 'UnsupportedBackendError';
+    super('QUEUE_BACKEND_UNSUPPORTED', message, { retryable: false });
   }
 }
 
-export class QueueBackendPrepareError extends Error {
-  readonly code = 'QUEUE_BACKEND_PREPARE_FAILED';
+export class QueueBackendPrepareError extends EngramError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'QueueBackendPrepareError';
+    super('QUEUE_BACKEND_PREPARE_FAILED', message, { retryable: true, ...options });
   }
 }
 

@@ -2,17 +2,15 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { delimiter, join } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 
 // Starts a `redis-server` binary as a child process on a free loopback port: used by the test harness and by
 // `engram dev` on a laptop that has Redis installed but not running.
 
-export class RedisServerError extends Error {
-  constructor(
-    readonly code: 'REDIS_SERVER_NOT_FOUND' | 'REDIS_SERVER_START_FAILED',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'RedisServerError';
+export class RedisServerError extends EngramError {
+  declare readonly code: 'REDIS_SERVER_NOT_FOUND' | 'REDIS_SERVER_START_FAILED';
+  constructor(code: 'REDIS_SERVER_NOT_FOUND' | 'REDIS_SERVER_START_FAILED', message: string) {
+    super(code, message, { retryable: code === 'REDIS_SERVER_START_FAILED' });
   }
 }
 

@@ -1,4 +1,4 @@
-import { EngramError } from '@engram/errors/engram-error';
+import { EngramError, isEngramError } from '@engram/errors/engram-error';
 import { withScope } from '@engram/telemetry/scope';
 import { DelayedError, type Job, type Queue, UnrecoverableError, type Worker } from 'bullmq';
 import { JOB_CATALOG, type JobDefinition, type JobKind, type PayloadOf, type ResultOf } from './catalog.js';
@@ -48,17 +48,21 @@ export interface CreateJobWorkerOptions extends JobEvents {
   autorun?: boolean;
 }
 
-/** An error that can never succeed on retry (bad input, auth). Handlers may also set `retryable = false`. */
+/** An error that can never succeed on retry (bad input, auth); any EngramError with `retryable: false` is one too. */
 export class PermanentJobError extends EngramError {
   constructor(code: string, message: string, options: { cause?: unknown } = {}) {
     super(code, message, { ...options, retryable: false });
   }
 }
 
+/**
+ * The worker's one retry decision: BullMQ's own UnrecoverableError, or an EngramError that says it is not
+ * retryable. Any other error (a Node system error, a driver's, a bug's TypeError) is retried with back-off: an
+ * unknown failure is treated as transient, and every error Engram makes states which it is at construction.
+ */
 export function isPermanent(error: unknown): boolean {
   if (error instanceof UnrecoverableError) return true;
-  const e = error as { retryable?: unknown; unrecoverable?: unknown } | null;
-  return !!e && (e.retryable === false || e.unrecoverable === true);
+  return isEngramError(error) && !error.retryable;
 }
 
 export function createJobWorker<K extends JobKind>(

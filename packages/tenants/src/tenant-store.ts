@@ -1,6 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { promises as fs, statSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { createExclusive, writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { z } from 'zod';
 
@@ -84,9 +85,17 @@ function summaryOf(record: TenantRecord): TenantSummary {
   return summary;
 }
 
-export class TenantError extends Error {
+export class TenantError extends EngramError {
+  declare readonly code:
+    | 'TENANT_INVALID_NAME'
+    | 'TENANT_EXISTS'
+    | 'TENANT_NOT_FOUND'
+    | 'TENANT_REVOKED'
+    | 'TENANT_WORKSPACE_INVALID'
+    | 'TENANT_WORKSPACE_OVERLAP'
+    | 'TENANT_POLICY_INVALID';
   constructor(
-    readonly code:
+    code:
       | 'TENANT_INVALID_NAME'
       | 'TENANT_EXISTS'
       | 'TENANT_NOT_FOUND'
@@ -96,8 +105,7 @@ export class TenantError extends Error {
       | 'TENANT_POLICY_INVALID',
     message: string,
   ) {
-    super(message);
-    this.name = 'TenantError';
+    super(code, message, { retryable: false });
   }
 }
 

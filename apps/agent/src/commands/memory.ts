@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { listSnapshots, restoreSnapshot } from '@engram/memory-core/dream/snapshot';
 import {
   forgetMemory,
@@ -24,13 +25,10 @@ async function pathsFor(config: AgentConfig, cwd: string) {
 }
 
 /** A user-caused problem with a memory file: its message says what to do. */
-export class MemoryFileError extends Error {
-  constructor(
-    readonly code: 'MEMORY_NOT_FOUND',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'MemoryFileError';
+export class MemoryFileError extends EngramError {
+  declare readonly code: 'MEMORY_NOT_FOUND';
+  constructor(code: 'MEMORY_NOT_FOUND', message: string) {
+    super(code, message, { retryable: false });
   }
 }
 

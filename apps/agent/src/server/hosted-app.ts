@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
+import { EngramError } from '@engram/errors/engram-error';
 import { listMemories } from '@engram/memory-core/memdir/memory-files';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
@@ -96,25 +97,28 @@ export interface HostedAppOptions {
 
 type Env = { Bindings: HttpBindings; Variables: { tenant: Tenant } };
 
-export class HttpError extends Error {
+export class HttpError extends EngramError {
   constructor(
     readonly status: 400 | 401 | 403 | 404 | 409 | 413 | 415 | 429 | 503,
-    readonly code: string,
+    code: string,
     message: string,
     /** Extra fields of the error body (e.g. the limit that refused the request). */
     readonly details: Record<string, unknown> = {},
     readonly retryAfterSeconds?: number,
   ) {
-    super(message);
+    // 429 (a limit that frees up) and 503 (the engine is back soon) may succeed later; the rest will not.
+    super(code, message, { retryable: status === 429 || status === 503 });
   }
 }
 
 /** A turn stopped because its tenant's key was revoked (or expired after a rotation) while it ran. */
-export class TenantRevokedError extends Error {
-  readonly code = 'TENANT_REVOKED';
+export class TenantRevokedError extends EngramError {
   constructor(tenant: string) {
-    super(`Tenant ${tenant}'s API key was revoked during this turn; the turn stopped at its next step.`);
-    this.name = 'TenantRevokedError';
+    super(
+      'TENANT_REVOKED',
+      `Tenant ${tenant}'s API key was revoked during this turn; the turn stopped at its next step.`,
+      { retryable: false },
+    );
   }
 }
 

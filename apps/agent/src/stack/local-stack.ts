@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import type { QueueBackendConfig } from '@engram/queue/backend-config';
 import { startEmbeddedPostgres } from '@engram/queue/embedded-postgres';
 import { findRedisServer, startLocalRedis } from '@engram/queue/local-redis';
@@ -50,14 +51,16 @@ export interface StartLocalStackOptions {
   redisPort?: number;
 }
 
-export class PortInUseError extends Error {
-  readonly code = 'PORT_IN_USE';
+export class PortInUseError extends EngramError {
   constructor(
     readonly port: number,
     how: string,
   ) {
-    super(`port ${port} on 127.0.0.1 is already in use (another engram dev or engram workers?); ${how}.`);
-    this.name = 'PortInUseError';
+    super(
+      'PORT_IN_USE',
+      `port ${port} on 127.0.0.1 is already in use (another engram dev or engram workers?); ${how}.`,
+      { retryable: false },
+    );
   }
 }
 

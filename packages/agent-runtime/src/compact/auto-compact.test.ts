@@ -278,7 +278,7 @@ describe('reactiveCompact', () => {
       compact,
     }).catch((e) => e);
     expect(again).toBeInstanceOf(ContextTooLongError);
-    expect(again).toMatchObject({ code: 'context_too_long', compacted: true });
+    expect(again).toMatchObject({ code: 'CONTEXT_TOO_LONG', compacted: true });
     expect(again.message).toContain('210,000 tokens, the maximum is 200,000');
     expect(again.message).toContain('start a new session');
     expect(compactions).toBe(1);
@@ -290,7 +290,7 @@ describe('reactiveCompact', () => {
       },
       compact: async () => null,
     }).catch((e) => e);
-    expect(none).toMatchObject({ code: 'context_too_long', compacted: false });
+    expect(none).toMatchObject({ code: 'CONTEXT_TOO_LONG', compacted: false });
   });
 
   it('passes other errors through untouched', async () => {

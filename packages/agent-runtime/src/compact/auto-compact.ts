@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import { PromptTooLongError, RequestTooLargeError } from '../model/errors.js';
 import { type ChainEntry, isCompactBoundary } from '../transcript/entry.js';
 import type { CompactionResult, CompactTrigger } from './compaction.js';
@@ -208,19 +209,18 @@ export async function maybeAutoCompact(input: MaybeAutoCompactInput): Promise<Au
 }
 
 /** The conversation does not fit the context window even after compacting it once. */
-export class ContextTooLongError extends Error {
-  override name = 'ContextTooLongError';
-  readonly code = 'context_too_long';
+export class ContextTooLongError extends EngramError {
   constructor(
     detail: string,
     readonly compacted: boolean,
     options?: { cause?: unknown },
   ) {
     super(
+      'CONTEXT_TOO_LONG',
       `The conversation is too long for the model's context window (${detail}). ` +
         (compacted ? 'It was compacted once and is still too long: ' : 'It could not be compacted: ') +
         'start a new session, or run /compact with instructions to keep less, or drop large pasted content or attachments.',
-      options,
+      { retryable: false, ...options },
     );
   }
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { EngramError } from '@engram/errors/engram-error';
 import type { Usage } from '../model/client.js';
 import { createCompactBoundary } from '../transcript/chain.js';
 import { type ChainEntry, createUserEntry, isCompactBoundary } from '../transcript/entry.js';
@@ -81,21 +82,24 @@ export interface BuildCompactionInput {
   uuid?: () => string;
 }
 
-export class CompactionError extends Error {
-  override name = 'CompactionError';
-  constructor(
-    readonly code: 'nothing_to_compact' | 'prompt_too_long' | 'empty_summary' | 'aborted',
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+export type CompactionErrorCode =
+  | 'COMPACTION_NOTHING_TO_COMPACT'
+  | 'COMPACTION_PROMPT_TOO_LONG'
+  | 'COMPACTION_EMPTY_SUMMARY'
+  | 'COMPACTION_ABORTED';
+
+/** A compaction that did not happen; trying the same compaction again does not help (the caller decides what next). */
+export class CompactionError extends EngramError {
+  declare readonly code: CompactionErrorCode;
+  constructor(code: CompactionErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, { retryable: false, ...options });
   }
 }
 
 export function buildCompaction(input: BuildCompactionInput): CompactionResult {
   const leaf = input.entries.at(-1);
   if (!leaf) {
-    throw new CompactionError('nothing_to_compact', 'There is no conversation to compact yet.');
+    throw new CompactionError('COMPACTION_NOTHING_TO_COMPACT', 'There is no conversation to compact yet.');
   }
   const sessionId = input.sessionId ?? leaf.sessionId;
   const cwd = input.cwd ?? leaf.cwd;

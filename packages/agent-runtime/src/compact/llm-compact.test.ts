@@ -115,7 +115,7 @@ describe('compactWithModel', () => {
       entries: c.entries,
     }).catch((e) => e);
     expect(failure).toBeInstanceOf(CompactionError);
-    expect(failure).toMatchObject({ code: 'prompt_too_long' });
+    expect(failure).toMatchObject({ code: 'COMPACTION_PROMPT_TOO_LONG' });
     expect(failure.message).toContain('Start a new session');
     expect(scripted.server.messageRequests()).toHaveLength(4);
   });

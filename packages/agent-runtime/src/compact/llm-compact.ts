@@ -153,7 +153,8 @@ export interface ModelCompactionResult extends CompactionResult {
 
 export async function compactWithModel(opts: CompactWithModelOptions): Promise<ModelCompactionResult> {
   const leaf = opts.entries.at(-1);
-  if (!leaf) throw new CompactionError('nothing_to_compact', 'There is no conversation to compact yet.');
+  if (!leaf)
+    throw new CompactionError('COMPACTION_NOTHING_TO_COMPACT', 'There is no conversation to compact yet.');
   const stamp = { sessionId: leaf.sessionId, cwd: leaf.cwd };
   const maxRetries = opts.maxRetries ?? MAX_PTL_RETRIES;
   const prompt = buildCompactPrompt(opts.customInstructions);
@@ -180,7 +181,7 @@ export async function compactWithModel(opts: CompactWithModelOptions): Promise<M
       const summary = formatCompactSummary(responseText(response));
       if (summary.length === 0) {
         throw new CompactionError(
-          'empty_summary',
+          'COMPACTION_EMPTY_SUMMARY',
           'The model returned no summary text for the compaction request; the conversation was left as it was.',
         );
       }
@@ -206,13 +207,13 @@ export async function compactWithModel(opts: CompactWithModelOptions): Promise<M
       };
     } catch (error) {
       if (error instanceof ModelAbortedError) {
-        throw new CompactionError('aborted', 'Compaction was aborted.', { cause: error });
+        throw new CompactionError('COMPACTION_ABORTED', 'Compaction was aborted.', { cause: error });
       }
       if (!(error instanceof PromptTooLongError)) throw error;
       const shorter = retries < maxRetries ? dropOldestRounds(toSummarise, error, stamp) : undefined;
       if (!shorter) {
         throw new CompactionError(
-          'prompt_too_long',
+          'COMPACTION_PROMPT_TOO_LONG',
           `The conversation is too long to summarise even after dropping its oldest turns ${retries} time(s). Start a new session, or run /compact with instructions to keep less.`,
           { cause: error },
         );

@@ -46,12 +46,14 @@ describe('cache-safe params', () => {
   });
 
   it('fails with typed errors when missing or invalid', async () => {
-    await expect(loadCacheSafeParams(join(dir, 'none.json'))).rejects.toMatchObject({ code: 'missing' });
+    await expect(loadCacheSafeParams(join(dir, 'none.json'))).rejects.toMatchObject({
+      code: 'CACHE_SAFE_PARAMS_MISSING',
+    });
     const bad = join(dir, 'bad.json');
     await writeFile(bad, JSON.stringify({ model: 'm', system: [], tools: [], maxTokens: -1 }));
     const error = await loadCacheSafeParams(bad).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CacheSafeParamsError);
-    expect(error).toMatchObject({ code: 'invalid' });
+    expect(error).toMatchObject({ code: 'CACHE_SAFE_PARAMS_INVALID' });
     expect((error as Error).message).toMatch(/maxTokens/);
   });
 

@@ -1,5 +1,6 @@
 import { promises as fs } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { z } from 'zod';
 import type { SystemBlock, ToolDefinition } from '../model/types.js';
@@ -32,14 +33,13 @@ export interface CacheSafeParams {
   maxTokens: number;
 }
 
-export class CacheSafeParamsError extends Error {
-  override name = 'CacheSafeParamsError';
-  constructor(
-    readonly code: 'missing' | 'invalid',
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+export type CacheSafeParamsErrorCode = 'CACHE_SAFE_PARAMS_MISSING' | 'CACHE_SAFE_PARAMS_INVALID';
+
+/** The session's saved parameters are missing or unusable: a job cannot fork with them until a turn rewrites them. */
+export class CacheSafeParamsError extends EngramError {
+  declare readonly code: CacheSafeParamsErrorCode;
+  constructor(code: CacheSafeParamsErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, { retryable: false, ...options });
   }
 }
 
@@ -83,7 +83,7 @@ export async function loadCacheSafeParams(path: string): Promise<CacheSafeParams
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
       throw new CacheSafeParamsError(
-        'missing',
+        'CACHE_SAFE_PARAMS_MISSING',
         `No cache-safe parameters at ${path}: the foreground saves them after its first model call; run the fork after that.`,
         { cause: e },
       );
@@ -94,12 +94,16 @@ export async function loadCacheSafeParams(path: string): Promise<CacheSafeParams
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw new CacheSafeParamsError('invalid', `Cache-safe parameters at ${path} are not JSON.`, { cause: e });
+    throw new CacheSafeParamsError(
+      'CACHE_SAFE_PARAMS_INVALID',
+      `Cache-safe parameters at ${path} are not JSON.`,
+      { cause: e },
+    );
   }
   const parsed = cacheSafeParamsSchema.safeParse(json);
   if (!parsed.success) {
     throw new CacheSafeParamsError(
-      'invalid',
+      'CACHE_SAFE_PARAMS_INVALID',
       `Cache-safe parameters at ${path} are invalid: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
     );
   }

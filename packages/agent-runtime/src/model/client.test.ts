@@ -142,7 +142,7 @@ describe.each([0, 2])('createModelClient (model threads: %i)', (threads) => {
       .send(base)
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ModelOverloadedError);
-    expect(error).toMatchObject({ code: 'overloaded', status: 529, retryable: true, retryAfterMs: 5 });
+    expect(error).toMatchObject({ code: 'MODEL_OVERLOADED', status: 529, retryable: true, retryAfterMs: 5 });
   });
 
   it('maps a 429 to a retryable ModelRateLimitError', async () => {
@@ -151,7 +151,7 @@ describe.each([0, 2])('createModelClient (model threads: %i)', (threads) => {
       .send(base)
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ModelRateLimitError);
-    expect(error).toMatchObject({ code: 'rate_limited', status: 429, retryable: true });
+    expect(error).toMatchObject({ code: 'MODEL_RATE_LIMITED', status: 429, retryable: true });
   });
 
   it('turns "prompt is too long" into PromptTooLongError with both token counts', async () => {
@@ -180,9 +180,9 @@ describe.each([0, 2])('createModelClient (model threads: %i)', (threads) => {
     const auth = await client.send(base).catch((e: unknown) => e);
     const tooLarge = await client.send(base).catch((e: unknown) => e);
     expect(auth).toBeInstanceOf(ModelAuthError);
-    expect(auth).toMatchObject({ code: 'auth', status: 401, retryable: false });
+    expect(auth).toMatchObject({ code: 'MODEL_AUTH', status: 401, retryable: false });
     expect(tooLarge).toBeInstanceOf(RequestTooLargeError);
-    expect(tooLarge).toMatchObject({ code: 'request_too_large', status: 413, retryable: false });
+    expect(tooLarge).toMatchObject({ code: 'MODEL_REQUEST_TOO_LARGE', status: 413, retryable: false });
     expect(server.messageRequests()).toHaveLength(2);
   });
 
@@ -230,7 +230,7 @@ describe.each([0, 2])('createModelClient (model threads: %i)', (threads) => {
       usage: EMPTY_USAGE,
     };
     expect(() => parseStructuredOutput(response, z.object({ selected: z.array(z.string()) }))).toThrow(
-      expect.objectContaining({ code: 'invalid_structured_output' }),
+      expect.objectContaining({ code: 'MODEL_INVALID_STRUCTURED_OUTPUT' }),
     );
   });
 });

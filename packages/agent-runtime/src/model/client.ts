@@ -252,7 +252,7 @@ export function parseStructuredOutput<T>(response: ModelResponse, schema: z.ZodT
     json = JSON.parse(first?.type === 'text' ? first.text : '');
   } catch {
     throw new ModelError(
-      'invalid_structured_output',
+      'MODEL_INVALID_STRUCTURED_OUTPUT',
       'The model reply is not JSON although a json_schema output format was requested.',
       false,
     );
@@ -260,7 +260,7 @@ export function parseStructuredOutput<T>(response: ModelResponse, schema: z.ZodT
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
     throw new ModelError(
-      'invalid_structured_output',
+      'MODEL_INVALID_STRUCTURED_OUTPUT',
       `The model reply does not match the requested schema: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'} ${i.message}`).join('; ')}`,
       false,
     );

@@ -40,7 +40,7 @@ describe('toModelError', () => {
     expect(server).toBeInstanceOf(ModelServerError);
     expect(server.retryable).toBe(true);
     const bad = toModelError(apiError(400, 'invalid_request_error', 'messages: roles must alternate'));
-    expect(bad).toMatchObject({ code: 'bad_request', retryable: false, status: 400 });
+    expect(bad).toMatchObject({ code: 'MODEL_BAD_REQUEST', retryable: false, status: 400 });
     expect(bad.message).toContain('roles must alternate');
   });
 
@@ -52,7 +52,7 @@ describe('toModelError', () => {
     expect(toModelError(new Anthropic.APIUserAbortError())).toBeInstanceOf(ModelAbortedError);
     const unknown = toModelError('boom');
     expect(unknown).toBeInstanceOf(ModelError);
-    expect(unknown).toMatchObject({ code: 'unknown', retryable: false });
+    expect(unknown).toMatchObject({ code: 'MODEL_UNKNOWN', retryable: false });
   });
 
   it('returns a ModelError unchanged', () => {

@@ -1,31 +1,32 @@
 import Anthropic from '@anthropic-ai/sdk';
+import { EngramError } from '@engram/errors/engram-error';
 
 // Every failure of a model call becomes one of these, so callers (the query loop, BullMQ job handlers)
 // branch on `code` and `retryable` instead of on SDK classes or message wording.
 
 export type ModelErrorCode =
-  | 'prompt_too_long'
-  | 'request_too_large'
-  | 'auth'
-  | 'overloaded'
-  | 'rate_limited'
-  | 'server_error'
-  | 'connection'
-  | 'aborted'
-  | 'bad_request'
-  | 'invalid_structured_output'
-  | 'unknown';
+  | 'MODEL_PROMPT_TOO_LONG'
+  | 'MODEL_REQUEST_TOO_LARGE'
+  | 'MODEL_AUTH'
+  | 'MODEL_OVERLOADED'
+  | 'MODEL_RATE_LIMITED'
+  | 'MODEL_SERVER_ERROR'
+  | 'MODEL_CONNECTION'
+  | 'MODEL_ABORTED'
+  | 'MODEL_BAD_REQUEST'
+  | 'MODEL_INVALID_STRUCTURED_OUTPUT'
+  | 'MODEL_UNKNOWN';
 
-export class ModelError extends Error {
-  override name = 'ModelError';
+export class ModelError extends EngramError {
+  declare readonly code: ModelErrorCode;
   constructor(
-    readonly code: ModelErrorCode,
+    code: ModelErrorCode,
     message: string,
-    readonly retryable: boolean,
+    retryable: boolean,
     readonly status?: number,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(code, message, { retryable, ...options });
   }
 }
 
@@ -41,7 +42,7 @@ export class PromptTooLongError extends ModelError {
     options?: { cause?: unknown },
   ) {
     super(
-      'prompt_too_long',
+      'MODEL_PROMPT_TOO_LONG',
       `The prompt is too long for the model (${apiMessage}). Compact the conversation or drop older turns, then retry.`,
       false,
       400,
@@ -54,7 +55,7 @@ export class RequestTooLargeError extends ModelError {
   override name = 'RequestTooLargeError';
   constructor(apiMessage: string, options?: { cause?: unknown }) {
     super(
-      'request_too_large',
+      'MODEL_REQUEST_TOO_LARGE',
       `The request body is larger than the API accepts (413: ${apiMessage}). Shrink tool results or attachments.`,
       false,
       413,
@@ -67,7 +68,7 @@ export class ModelAuthError extends ModelError {
   override name = 'ModelAuthError';
   constructor(status: number, apiMessage: string, options?: { cause?: unknown }) {
     super(
-      'auth',
+      'MODEL_AUTH',
       `The model API refused the credentials (${status}: ${apiMessage}). Check ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.`,
       false,
       status,
@@ -83,12 +84,12 @@ export class ModelOverloadedError extends ModelError {
     status: number | undefined,
     apiMessage: string,
     readonly retryAfterMs?: number,
-    options?: { cause?: unknown; code?: 'overloaded' | 'rate_limited' },
+    options?: { cause?: unknown; code?: 'MODEL_OVERLOADED' | 'MODEL_RATE_LIMITED' },
   ) {
-    const code = options?.code ?? 'overloaded';
+    const code = options?.code ?? 'MODEL_OVERLOADED';
     super(
       code,
-      `The model API is ${code === 'rate_limited' ? 'rate limiting requests' : 'overloaded'} (${status ?? 'stream'}: ${apiMessage}); retry later.`,
+      `The model API is ${code === 'MODEL_RATE_LIMITED' ? 'rate limiting requests' : 'overloaded'} (${status ?? 'stream'}: ${apiMessage}); retry later.`,
       true,
       status,
       options,
@@ -104,7 +105,7 @@ export class ModelRateLimitError extends ModelOverloadedError {
     retryAfterMs?: number,
     options?: { cause?: unknown },
   ) {
-    super(status, apiMessage, retryAfterMs, { ...options, code: 'rate_limited' });
+    super(status, apiMessage, retryAfterMs, { ...options, code: 'MODEL_RATE_LIMITED' });
   }
 }
 
@@ -112,7 +113,7 @@ export class ModelServerError extends ModelError {
   override name = 'ModelServerError';
   constructor(status: number | undefined, apiMessage: string, options?: { cause?: unknown }) {
     super(
-      'server_error',
+      'MODEL_SERVER_ERROR',
       `The model API failed (${status ?? 'stream'}: ${apiMessage}); retry later.`,
       true,
       status,
@@ -125,7 +126,7 @@ export class ModelConnectionError extends ModelError {
   override name = 'ModelConnectionError';
   constructor(detail: string, options?: { cause?: unknown }) {
     super(
-      'connection',
+      'MODEL_CONNECTION',
       `Could not reach the model API (${detail}); check the network and ANTHROPIC_BASE_URL.`,
       true,
       undefined,
@@ -137,7 +138,7 @@ export class ModelConnectionError extends ModelError {
 export class ModelAbortedError extends ModelError {
   override name = 'ModelAbortedError';
   constructor(options?: { cause?: unknown }) {
-    super('aborted', 'The model request was aborted by its caller.', false, undefined, options);
+    super('MODEL_ABORTED', 'The model request was aborted by its caller.', false, undefined, options);
   }
 }
 
@@ -197,7 +198,7 @@ export function toModelError(e: unknown): ModelError {
     if (status === 408 || status === 409) return new ModelServerError(status, message, cause);
     if (status === 400 || status === 404 || status === 422) {
       return new ModelError(
-        'bad_request',
+        'MODEL_BAD_REQUEST',
         `The model API rejected the request (${status}: ${message}).`,
         false,
         status,
@@ -205,7 +206,7 @@ export function toModelError(e: unknown): ModelError {
       );
     }
     return new ModelError(
-      'unknown',
+      'MODEL_UNKNOWN',
       `The model API failed (${status ?? 'stream'}: ${message}).`,
       false,
       status,
@@ -216,5 +217,5 @@ export function toModelError(e: unknown): ModelError {
     return new ModelAbortedError(cause);
   }
   const message = e instanceof Error ? e.message : String(e);
-  return new ModelError('unknown', `The model call failed: ${message}`, false, undefined, cause);
+  return new ModelError('MODEL_UNKNOWN', `The model call failed: ${message}`, false, undefined, cause);
 }

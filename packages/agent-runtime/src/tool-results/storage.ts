@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { createExclusive } from '@engram/fs-atomic/atomic-write';
 import type { ImageBlock, TextBlock } from '../model/types.js';
 
@@ -16,9 +17,10 @@ export const TOOL_RESULT_THRESHOLDS: Readonly<Record<string, number>> = {
   Read: Number.POSITIVE_INFINITY,
 };
 
-export class ToolResultStorageError extends Error {
-  override name = 'ToolResultStorageError';
-  readonly code = 'unsafe_tool_use_id';
+export class ToolResultStorageError extends EngramError {
+  constructor(message: string) {
+    super('UNSAFE_TOOL_USE_ID', message, { retryable: false });
+  }
 }
 
 export type ToolResultContent = string | Array<TextBlock | ImageBlock>;

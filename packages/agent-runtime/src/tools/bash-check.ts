@@ -2,11 +2,15 @@
 // bash-programs.ts and bash-git.ts hold the per-program tables): a refusal, a check of one program's
 // arguments, and the small builders the tables use.
 
+import { EngramError } from '@engram/errors/engram-error';
 import { type OptionTable, parseOptions } from './bash-options.js';
 import type { Arg } from './bash-parse.js';
 
-export class NotReadOnly extends Error {
-  override readonly name = 'NotReadOnly';
+/** The classifier's verdict "not read-only" (the command needs a prompt in the foreground), with the reason. */
+export class NotReadOnly extends EngramError {
+  constructor(why: string) {
+    super('BASH_NOT_READ_ONLY', why, { retryable: false });
+  }
 }
 
 export const deny = (why: string): never => {

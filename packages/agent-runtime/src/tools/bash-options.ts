@@ -7,6 +7,7 @@
 // Resolution is deliberately more suspicious than getopt: an abbreviation that matches a denied option is
 // refused even when getopt would call it ambiguous, and an option given a value it does not take is refused.
 
+import { EngramError } from '@engram/errors/engram-error';
 import type { Arg } from './bash-parse.js';
 
 /**
@@ -101,8 +102,10 @@ export interface ParsedOptions {
   operands: Arg[];
 }
 
-export class OptionRefusal extends Error {
-  override readonly name = 'OptionRefusal';
+export class OptionRefusal extends EngramError {
+  constructor(why: string) {
+    super('BASH_OPTION_REFUSED', why, { retryable: false });
+  }
 }
 
 const no = (why: string): never => {

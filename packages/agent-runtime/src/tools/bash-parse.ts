@@ -16,10 +16,13 @@
 
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { EngramError } from '@engram/errors/engram-error';
 import { Language, type Node, Parser } from 'web-tree-sitter';
 
-export class Unanalysable extends Error {
-  override readonly name = 'Unanalysable';
+export class Unanalysable extends EngramError {
+  constructor(why: string) {
+    super('BASH_UNANALYSABLE', why, { retryable: false });
+  }
 }
 
 const refuse = (why: string): never => {

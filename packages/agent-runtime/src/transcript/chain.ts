@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import {
   type ChainEntry,
   createSystemEntry,
@@ -20,13 +21,10 @@ import type { TranscriptStore } from './store.js';
 // leaf→root walk then misses every result but the last. After the walk, each reply's fragments and the
 // tool_result entries hanging off any of them are spliced back together, in file order.
 
-export class ChainError extends Error {
-  override name = 'ChainError';
-  constructor(
-    readonly code: 'leaf_not_found',
-    message: string,
-  ) {
-    super(message);
+export class ChainError extends EngramError {
+  declare readonly code: 'TRANSCRIPT_LEAF_NOT_FOUND';
+  constructor(code: 'TRANSCRIPT_LEAF_NOT_FOUND', message: string) {
+    super(code, message, { retryable: false });
   }
 }
 
@@ -101,7 +99,7 @@ export function buildChain(
     leaf = byUuid.get(leafUuid);
     if (!leaf) {
       throw new ChainError(
-        'leaf_not_found',
+        'TRANSCRIPT_LEAF_NOT_FOUND',
         `Transcript has no entry with uuid ${leafUuid}; the job's leaf must come from this session's transcript.`,
       );
     }

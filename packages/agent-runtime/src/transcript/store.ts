@@ -1,5 +1,6 @@
 import { constants, promises as fs } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { findLeaf } from './chain.js';
 import {
   chainEntrySchema,
@@ -18,14 +19,13 @@ function copyResult(r: ReadResult): ReadResult {
   return { entries: [...r.entries], invalid: [...r.invalid], tornTail: r.tornTail };
 }
 
-export class TranscriptError extends Error {
-  override name = 'TranscriptError';
-  constructor(
-    readonly code: 'invalid_entry' | 'io',
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+export type TranscriptErrorCode = 'TRANSCRIPT_INVALID_ENTRY' | 'TRANSCRIPT_IO';
+
+/** An entry that is not a transcript entry (never retryable), or the file could not be read or written (may be). */
+export class TranscriptError extends EngramError {
+  declare readonly code: TranscriptErrorCode;
+  constructor(code: TranscriptErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, { retryable: code === 'TRANSCRIPT_IO', ...options });
   }
 }
 
@@ -162,9 +162,13 @@ export class TranscriptStore {
   }
 
   private ioError(e: unknown): TranscriptError {
-    return new TranscriptError('io', `Cannot read transcript ${this.path}: ${(e as Error).message}`, {
-      cause: e,
-    });
+    return new TranscriptError(
+      'TRANSCRIPT_IO',
+      `Cannot read transcript ${this.path}: ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
   }
 
   /**
@@ -189,7 +193,7 @@ export class TranscriptStore {
       const checked = chainEntrySchema.safeParse(entry);
       if (!checked.success) {
         throw new TranscriptError(
-          'invalid_entry',
+          'TRANSCRIPT_INVALID_ENTRY',
           `Refusing to append an invalid transcript entry (${checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}); build entries with the create*Entry helpers.`,
         );
       }

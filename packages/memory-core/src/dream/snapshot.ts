@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fs, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { isStrictlyWithin, realpathDeepestExisting } from '../paths/containment.js';
 import { listMarkdownFiles } from './walk.js';
@@ -25,13 +26,12 @@ const STALE_TEMP_MS = 60 * 60_000;
 
 const SNAPSHOT_ID = /^\d{8}T\d{9}Z-[a-z0-9]{1,32}$/;
 
-export class SnapshotError extends Error {
-  override readonly name = 'SnapshotError';
-  constructor(
-    readonly code: 'INVALID_ID' | 'NOT_FOUND' | 'TOO_LARGE' | 'OUTSIDE_MEMORY_DIR',
-    message: string,
-  ) {
-    super(message);
+export type SnapshotErrorCode = 'INVALID_ID' | 'NOT_FOUND' | 'TOO_LARGE' | 'OUTSIDE_MEMORY_DIR';
+
+export class SnapshotError extends EngramError {
+  declare readonly code: SnapshotErrorCode;
+  constructor(code: SnapshotErrorCode, message: string) {
+    super(code, message, { retryable: false });
   }
 }
 

@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import { walk } from '@engram/fs-walk/walk';
 import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
 
@@ -10,13 +11,10 @@ export const MAX_DREAM_FILES = 5_000;
 /** Directory entries visited at most. */
 const MAX_WALK_ENTRIES = 50_000;
 
-export class DreamFilesError extends Error {
-  override readonly name = 'DreamFilesError';
-  constructor(
-    readonly code: 'TOO_MANY_FILES' | 'UNREADABLE',
-    message: string,
-  ) {
-    super(message);
+export class DreamFilesError extends EngramError {
+  declare readonly code: 'TOO_MANY_FILES' | 'UNREADABLE';
+  constructor(code: 'TOO_MANY_FILES' | 'UNREADABLE', message: string) {
+    super(code, message, { retryable: code === 'UNREADABLE' });
   }
 }
 

@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import { HOOK_EVENTS } from './claude-code-hook.js';
 
 // `engram setup claude-code`: Engram's hooks in Claude Code's settings.json, without the plugin. Pure: text in,
@@ -18,9 +19,10 @@ interface HookMatcher {
 }
 type Settings = Record<string, unknown> & { hooks?: Record<string, HookMatcher[]> };
 
-export class SettingsError extends Error {
-  override name = 'SettingsError';
-  readonly code = 'INVALID_SETTINGS';
+export class SettingsError extends EngramError {
+  constructor(message: string) {
+    super('INVALID_SETTINGS', message, { retryable: false });
+  }
 }
 
 function parse(text: string): Settings {

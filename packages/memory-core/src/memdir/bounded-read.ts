@@ -1,4 +1,5 @@
 import { constants, promises as fs, type Stats } from 'node:fs';
+import { EngramError } from '@engram/errors/engram-error';
 
 // The one bounded read of a file in a memory directory that a tenant or the model may have shaped: opened
 // non-blocking (a FIFO named like a memory must not hang the thread pool), judged on the descriptor (regular
@@ -15,9 +16,10 @@ export interface BoundedRead {
   truncated: boolean;
 }
 
-export class NotARegularFileError extends Error {
-  override readonly name = 'NotARegularFileError';
-  readonly code = 'NOT_A_REGULAR_FILE';
+export class NotARegularFileError extends EngramError {
+  constructor(message: string) {
+    super('NOT_A_REGULAR_FILE', message, { retryable: false });
+  }
 }
 
 /**

@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import { Document, isMap, isScalar, type Pair, parseDocument, Scalar, type YAMLMap } from 'yaml';
 import { z } from 'zod';
 import { type MemoryType, parseMemoryType } from './memory-types.js';
@@ -25,14 +26,14 @@ export type MemoryFormatErrorCode =
   | 'YAML_INVALID'
   | 'NOT_A_MAPPING';
 
-export class MemoryFormatError extends Error {
-  override readonly name = 'MemoryFormatError';
+export class MemoryFormatError extends EngramError {
+  declare readonly code: MemoryFormatErrorCode;
   constructor(
-    readonly code: MemoryFormatErrorCode,
+    code: MemoryFormatErrorCode,
     readonly file: string,
     message: string,
   ) {
-    super(`${file}: ${message}`);
+    super(code, `${file}: ${message}`, { retryable: false });
   }
 }
 

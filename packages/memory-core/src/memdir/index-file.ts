@@ -1,5 +1,6 @@
 import { promises as fs } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { ENTRYPOINT_NAME } from '../paths/memory-paths.js';
 import { readRegularFileBounded } from './bounded-read.js';
@@ -30,13 +31,11 @@ export interface IndexOverflow {
   entriesLost: string[];
 }
 
-export class MemoryIndexError extends Error {
-  override readonly name = 'MemoryIndexError';
-  constructor(
-    readonly code: 'READ_FAILED' | 'INVALID_FILE' | 'INVALID_ENTRY',
-    message: string,
-  ) {
-    super(message);
+export class MemoryIndexError extends EngramError {
+  declare readonly code: 'READ_FAILED' | 'INVALID_FILE' | 'INVALID_ENTRY';
+  constructor(code: 'READ_FAILED' | 'INVALID_FILE' | 'INVALID_ENTRY', message: string) {
+    // A read that failed may succeed later (an I/O error); a bad file or entry will not.
+    super(code, message, { retryable: code === 'READ_FAILED' });
   }
 }
 

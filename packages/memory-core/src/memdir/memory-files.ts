@@ -1,5 +1,6 @@
 import { promises as fs } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { isStrictlyWithin, realpathDeepestExisting, resolveInside } from '../paths/containment.js';
 import { ENTRYPOINT_NAME, MemoryPathError, TEAM_DIRNAME } from '../paths/memory-paths.js';
@@ -29,13 +30,13 @@ import { type MemoryFileProblem, scanMemoryDir } from './scan.js';
 // model's Write tool). Every path goes through the containment check; every write is atomic (0600 files in
 // 0700 directories); team memory refuses content that looks like a secret.
 
-export class TeamSecretError extends Error {
-  override readonly name = 'TeamSecretError';
-  readonly code = 'TEAM_SECRET';
+export class TeamSecretError extends EngramError {
   constructor(readonly labels: string[]) {
     super(
+      'TEAM_SECRET',
       `Refusing to write to team memory: the content contains what looks like a secret (${labels.join(', ')}). ` +
         'Team memory is shared with every collaborator on the project; remove the secret and try again.',
+      { retryable: false },
     );
   }
 }

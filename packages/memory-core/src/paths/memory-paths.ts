@@ -1,6 +1,7 @@
 import { promises as fs } from 'node:fs';
 import { isAbsolute, join, normalize, sep } from 'node:path';
 import { isSessionId, SESSION_ID_RULE } from '@engram/config/session-id';
+import { EngramError } from '@engram/errors/engram-error';
 import { findProjectRoot } from './git-root.js';
 import { sanitizePath } from './sanitize.js';
 
@@ -29,13 +30,10 @@ export type MemoryPathErrorCode =
   | 'INVALID_DIR_NAME'
   | 'OUTSIDE_MEMORY_DIR';
 
-export class MemoryPathError extends Error {
-  override readonly name = 'MemoryPathError';
-  constructor(
-    readonly code: MemoryPathErrorCode,
-    message: string,
-  ) {
-    super(message);
+export class MemoryPathError extends EngramError {
+  declare readonly code: MemoryPathErrorCode;
+  constructor(code: MemoryPathErrorCode, message: string) {
+    super(code, message, { retryable: false });
   }
 }
 

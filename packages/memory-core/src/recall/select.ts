@@ -1,4 +1,5 @@
 import { posix } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { formatMemoryManifest, type MemoryHeader } from '../memdir/scan.js';
 import { LEXICAL_FALLBACK_MATCHES, lexicalRank, sharesTopicalTermWith } from './lexical.js';
 import {
@@ -36,11 +37,9 @@ export interface SelectorRequest {
 export type MemorySelector = (request: SelectorRequest) => Promise<unknown>;
 
 /** What a selector throws when the reply is not JSON at all (counts as invalid output, not as an error). */
-export class SelectorOutputError extends Error {
-  readonly code = 'SELECTOR_INVALID_OUTPUT';
+export class SelectorOutputError extends EngramError {
   constructor(message: string) {
-    super(message);
-    this.name = 'SelectorOutputError';
+    super('SELECTOR_INVALID_OUTPUT', message, { retryable: false });
   }
 }
 
@@ -87,7 +86,11 @@ export function normalizeMemoryRelPath(path: string): string {
   return normal.startsWith('./') ? normal.slice(2) : normal;
 }
 
-class SelectorTimeout extends Error {}
+class SelectorTimeout extends EngramError {
+  constructor() {
+    super('SELECTOR_TIMEOUT', 'the recall selector did not answer in time', { retryable: true });
+  }
+}
 
 export async function selectRelevantMemories(input: SelectRelevantMemoriesInput): Promise<SelectionResult> {
   input.signal?.throwIfAborted();

@@ -122,7 +122,7 @@ export async function loadSessionMemoryPrompt(path: string | undefined): Promise
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw new SessionMemoryConfigError(
-      'unreadable_prompt',
+      'SESSION_MEMORY_UNREADABLE_PROMPT',
       `Cannot read the session-memory prompt ${path} (${(error as Error).message}); fix its permissions or remove it to use the default.`,
       { cause: error },
     );

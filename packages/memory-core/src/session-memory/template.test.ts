@@ -52,7 +52,9 @@ describe('loadSessionMemoryTemplate', () => {
     cleanups.push(cleanup);
     const custom = join(dir, 'template.md');
     writeFileSync(custom, '  \n');
-    await expect(loadSessionMemoryTemplate(custom)).rejects.toMatchObject({ code: 'empty_template' });
+    await expect(loadSessionMemoryTemplate(custom)).rejects.toMatchObject({
+      code: 'SESSION_MEMORY_EMPTY_TEMPLATE',
+    });
     writeFileSync(custom, '# A\n');
     chmodSync(custom, 0o000);
     if (process.getuid?.() !== 0) {

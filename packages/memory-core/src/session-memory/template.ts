@@ -1,4 +1,5 @@
 import { promises as fs } from 'node:fs';
+import { EngramError } from '@engram/errors/engram-error';
 
 // The structure of a session's rolling notes (`summary.md`, docs/design.md §5; docs/claude-code-memory.md §7.12): ten `# Header`
 // sections, each followed by one italic line saying what belongs there. The fork edits only the text under
@@ -35,14 +36,16 @@ _Exact outputs the user asked for (an answer, a table, a document), reproduced i
 _A terse, step-by-step log of what was done_
 `;
 
-export class SessionMemoryConfigError extends Error {
-  override name = 'SessionMemoryConfigError';
-  constructor(
-    readonly code: 'unreadable_template' | 'empty_template' | 'unreadable_prompt',
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+export type SessionMemoryConfigErrorCode =
+  | 'SESSION_MEMORY_UNREADABLE_TEMPLATE'
+  | 'SESSION_MEMORY_EMPTY_TEMPLATE'
+  | 'SESSION_MEMORY_UNREADABLE_PROMPT';
+
+/** A custom template or prompt file that exists but cannot be used: a configuration to fix, not to retry. */
+export class SessionMemoryConfigError extends EngramError {
+  declare readonly code: SessionMemoryConfigErrorCode;
+  constructor(code: SessionMemoryConfigErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, { retryable: false, ...options });
   }
 }
 
@@ -58,14 +61,14 @@ export async function loadSessionMemoryTemplate(customPath?: string): Promise<st
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return DEFAULT_SESSION_MEMORY_TEMPLATE;
     throw new SessionMemoryConfigError(
-      'unreadable_template',
+      'SESSION_MEMORY_UNREADABLE_TEMPLATE',
       `Cannot read the session-memory template ${customPath} (${(error as Error).message}); fix its permissions or remove it to use the default.`,
       { cause: error },
     );
   }
   if (text.trim().length === 0) {
     throw new SessionMemoryConfigError(
-      'empty_template',
+      'SESSION_MEMORY_EMPTY_TEMPLATE',
       `The session-memory template ${customPath} is empty; give it # Header sections or remove it to use the default.`,
     );
   }

@@ -59,6 +59,7 @@ export class ConsolidationLockError extends EngramError {
       'FENCE_REGRESSED',
       `The consolidation record of ${projectDir} is ahead of its fencing counter (the state store was partly ` +
         'reset?). Delete the consolidation keys of this project in the state store, then retry.',
+      { retryable: false },
     );
   }
 }

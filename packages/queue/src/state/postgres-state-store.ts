@@ -289,7 +289,11 @@ export class PostgresStateStore implements StateStore {
     return rowCount === 1;
   }
 
-  /** Runs `work` in one transaction on one client, discarding the client if its connection broke. */
+  /**
+   * Runs `work` in one transaction on one client, discarding the client if its connection broke. A checked-out
+   * client is off the pool's error handler: without the listener, the server going away mid-transaction
+   * ('Connection terminated unexpectedly') would be an uncaught exception that kills the process.
+   */
   private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
@@ -405,17 +409,7 @@ export class PostgresStateStore implements StateStore {
   }
 
   async acquireLease(key: string, holder: string, ttlMs: number): Promise<Lease | undefined> {
-    const client = await this.pool.connect();
-    let broken: unknown;
-    // A checked-out client is off the pool's error handler: without this listener, the server going away
-    // mid-transaction ('Connection terminated unexpectedly') is an uncaught exception that kills the process.
-    const onError = (error: Error) => {
-      broken ??= error;
-      this.healthy = false;
-    };
-    client.on('error', onError);
-    try {
-      await client.query('BEGIN');
+    return this.transaction(async (client) => {
       // Claim the lease row first: a concurrent acquirer blocks on its row lock, then sees it live and gets
       // nothing. Only a successful claim draws a fencing token, so tokens have no gaps (as in Redis).
       const claimed = await client.query(
@@ -426,10 +420,7 @@ export class PostgresStateStore implements StateStore {
          RETURNING key`,
         [key, holder, ttlMs],
       );
-      if (claimed.rowCount !== 1) {
-        await client.query('ROLLBACK');
-        return undefined;
-      }
+      if (claimed.rowCount !== 1) return undefined; // nothing was written: the commit is empty
       const fenced = await client.query<{ token: string }>(
         `INSERT INTO ${this.fences} AS cur (key, token) VALUES ($1, 1)
          ON CONFLICT (key) DO UPDATE SET token = cur.token + 1
@@ -441,19 +432,8 @@ export class PostgresStateStore implements StateStore {
         `UPDATE ${this.leases} SET token = $2 WHERE key = $1 RETURNING ${EXPIRES_MS}`,
         [key, token],
       );
-      await client.query('COMMIT');
-      this.healthy = true;
       return { holder, token: Number(token), expiresAtMs: Number(rows[0]!.expires_ms) };
-    } catch (error) {
-      broken = error;
-      if (isConnectionError(error)) this.healthy = false;
-      await client.query('ROLLBACK').catch(() => {});
-      throw error;
-    } finally {
-      client.removeListener('error', onError);
-      // A client whose session failed mid-transaction is discarded rather than reused.
-      client.release(broken instanceof Error && isConnectionError(broken) ? broken : undefined);
-    }
+    });
   }
 
   async renewLease(key: string, holder: string, token: number, ttlMs: number): Promise<boolean> {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { EngramError } from '@engram/errors/engram-error';
 import { tryHoldLease } from './held-lease.js';
 import type { Lease, StateStore } from './state-store.js';
 
@@ -10,28 +11,28 @@ import type { Lease, StateStore } from './state-store.js';
 
 export const DEFAULT_SESSION_LEASE_TTL_MS = 30_000;
 
-export class SessionBusyError extends Error {
-  readonly code = 'SESSION_BUSY';
+export class SessionBusyError extends EngramError {
   constructor(
     readonly sessionId: string,
     readonly holder: Lease | undefined,
   ) {
     super(
+      'SESSION_BUSY',
       `Session ${sessionId} is running another turn. Retry when it ends, or send the request with ` +
         '"wait": true (or `Prefer: wait=<seconds>`) to queue behind it.',
+      { retryable: true },
     );
-    this.name = 'SessionBusyError';
   }
 }
 
-export class SessionLeaseLostError extends Error {
-  readonly code = 'SESSION_LEASE_LOST';
+export class SessionLeaseLostError extends EngramError {
   constructor(readonly sessionId: string) {
     super(
+      'SESSION_LEASE_LOST',
       `This replica lost the lease of session ${sessionId} (it was unreachable from the state store for longer ` +
         'than the lease TTL, and another replica may now hold it); the turn stopped before writing more.',
+      { retryable: true },
     );
-    this.name = 'SessionLeaseLostError';
   }
 }
 

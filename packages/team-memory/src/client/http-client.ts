@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import {
   ERROR_CODES,
   errorBodySchema,
@@ -17,28 +18,30 @@ import {
 
 export type TeamSyncErrorKind = 'auth' | 'timeout' | 'network' | 'parse' | 'http' | 'route';
 
-export class TeamSyncHttpError extends Error {
-  override readonly name = 'TeamSyncHttpError';
+/** A 4xx other than 408/409/429, or a response we cannot read: retrying the same request cannot succeed. */
+function isPermanentTeamSyncFailure(kind: TeamSyncErrorKind, status: number | undefined): boolean {
+  if (kind === 'auth' || kind === 'parse') return true;
+  if (status === undefined) return false;
+  return status >= 400 && status < 500 && ![408, 409, 429].includes(status);
+}
+
+export class TeamSyncHttpError extends EngramError {
   constructor(
     readonly kind: TeamSyncErrorKind,
     message: string,
     readonly status?: number,
-    /** `error.details.error_code` from the service, when it sent one. */
+    /** `error.details.error_code` from the service, when it sent one (the code then, else `TEAM_SYNC_<KIND>`). */
     readonly errorCode?: string,
     readonly details?: Record<string, unknown>,
   ) {
-    super(message);
+    super(errorCode ?? `TEAM_SYNC_${kind.toUpperCase()}`, message, {
+      retryable: !isPermanentTeamSyncFailure(kind, status),
+    });
   }
 
-  get code(): string {
-    return this.errorCode ?? `TEAM_SYNC_${this.kind.toUpperCase()}`;
-  }
-
-  /** A 4xx other than 408/409/429, or a response we cannot read: retrying the same request cannot succeed. */
+  /** Retrying the same request cannot succeed (the opposite of `retryable`). */
   get permanent(): boolean {
-    if (this.kind === 'auth' || this.kind === 'parse') return true;
-    if (this.status === undefined) return false;
-    return this.status >= 400 && this.status < 500 && ![408, 409, 429].includes(this.status);
+    return !this.retryable;
   }
 }
 
