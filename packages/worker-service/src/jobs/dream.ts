@@ -226,14 +226,7 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
     refusedLabel: (why) => `refused dream (job ${ctx.job.id}): ${why}`,
     keep: DREAM_SNAPSHOT_KEEP,
   });
-  let stamped = false;
-  let released = false;
-  let indexLinesAfter = 0;
-  let indexOverflow: DreamResult['indexOverflow'];
-  let before: DreamManifest = [];
-  let indexBefore = '';
-  let assessment: ConsolidationAssessment | undefined;
-  let progress: DreamProgressState = initialDreamProgress();
+  const state = new DreamRunState(lock);
   const report = (p: DreamProgressState) =>
     ctx.progress({ ...p, snapshotId: snapshot.snapshotId } satisfies DreamProgress).catch(() => undefined);
 
@@ -252,10 +245,7 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
         writer: {
           key: projectWriterLeaseKey(payload),
           ttlMs,
-          onBusy: async () => {
-            released = true;
-            await lock.release({ success: false });
-          },
+          onBusy: () => state.releaseLock(false),
         },
         root: memoryDir,
         tempMaxAgeMs: ttlMs,
@@ -264,13 +254,13 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
         transaction: snapshot,
         plan: async () => {
           await stampConsolidateLockFile(memoryDir, process.pid, lock.startedAtMs);
-          stamped = true;
+          state.stamped = true;
           if (snapshot.resumedFrom) {
             log.info({ baseline: snapshot.resumedFrom }, 'resuming after an interrupted attempt of this job');
           }
-          before = await readDreamManifest(snapshot.baselineDir);
-          indexBefore = await readText(join(snapshot.baselineDir, ENTRYPOINT_NAME));
-          await report(progress);
+          state.before = await readDreamManifest(snapshot.baselineDir);
+          state.indexBefore = await readText(join(snapshot.baselineDir, ENTRYPOINT_NAME));
+          await report(state.progress);
           const instruction = buildConsolidationPrompt({
             memoryDir,
             transcriptDir: paths.transcriptDir,
@@ -291,13 +281,14 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
               const calls = (entry.message.content as Array<{ type: string }>).filter(
                 (b): b is ToolUseBlock => b.type === 'tool_use',
               );
-              const next = advanceDreamProgress(progress, calls, {
+              const previous = state.progress;
+              const next = advanceDreamProgress(previous, calls, {
                 memoryDir,
                 transcriptDir: paths.transcriptDir,
               });
               const changed =
-                next.phase !== progress.phase || next.filesTouched.length !== progress.filesTouched.length;
-              progress = next;
+                next.phase !== previous.phase || next.filesTouched.length !== previous.filesTouched.length;
+              state.progress = next;
               if (changed || next.turns % 5 === 0) await report(next);
             },
           };
@@ -305,13 +296,14 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
         // 5. Judge the result against the job's baseline.
         guard: async () => {
           const after = await readDreamManifest(memoryDir);
-          assessment = assessConsolidation({
-            before,
+          const assessment = assessConsolidation({
+            before: state.before,
             after,
             indexContent: await readText(paths.memoryIndexPath),
-            indexBefore,
+            indexBefore: state.indexBefore,
             maxDeletedShare: config.dreamMaxDeletedShare,
           });
+          state.assessment = assessment;
           if (assessment.ok) return { ok: true };
           return {
             ok: false,
@@ -321,13 +313,16 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
           };
         },
         commit: async () => {
-          const kept = assessment!;
+          const kept = state.assessment!;
           const after = await readDreamManifest(memoryDir);
           const survivors = after.filter((e) => !e.empty).map((e) => e.file);
           // Links follow merges and renames ([[old]] → [[new]]); a deleted memory's links become plain text.
-          const finalized = await finalizeConsolidation(memoryDir, kept, { survivors, before, after });
-          indexLinesAfter = finalized.indexLinesAfter;
-          indexOverflow = finalized.indexOverflow;
+          const finalized = await finalizeConsolidation(memoryDir, kept, {
+            survivors,
+            before: state.before,
+            after,
+          });
+          state.finalized = finalized;
           if (finalized.indexOverflow) {
             metrics.indexOverflows.inc({ queue: 'dream', cap: finalized.indexOverflow });
             log.warn(
@@ -338,9 +333,9 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
         },
         finish: async ({ receipt, fork }) => {
           const memoryFile = (rel: string) => rel !== ENTRYPOINT_NAME && !rel.endsWith(`/${ENTRYPOINT_NAME}`);
-          released = true;
-          await lock.release({ success: true });
-          await report({ ...progress, phase: 'done' });
+          await state.releaseLock(true);
+          await report({ ...state.progress, phase: 'done' });
+          const { indexLinesAfter, indexOverflow } = state.finalized!;
           const result: DreamResult = {
             outcome: 'consolidated',
             projectDir: payload.projectDir,
@@ -356,7 +351,7 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
               updated: receipt.updated.filter(memoryFile),
               deleted: receipt.deleted.filter(memoryFile),
             },
-            indexLines: { before: assessment!.indexLinesBefore, after: indexLinesAfter },
+            indexLines: { before: state.assessment!.indexLinesBefore, after: indexLinesAfter },
             ...(indexOverflow ? { indexOverflow } : {}),
             snapshotId: snapshot.snapshotId,
             turns: fork.turns,
@@ -391,23 +386,46 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
         // Any failure while this worker still owns the project rolls `.consolidate-lock` back (the snapshot
         // was restored by the pipeline), and the consolidation lock goes back to "not consolidated".
         onFailure: async ({ owner }) => {
-          if (owner && stamped) await rollbackConsolidateLockFile(memoryDir, lock.priorConsolidatedAtMs ?? 0);
-          if (!released) {
-            released = true;
-            await lock.release({ success: false });
-          }
+          if (owner && state.stamped)
+            await rollbackConsolidateLockFile(memoryDir, lock.priorConsolidatedAtMs ?? 0);
+          await state.releaseLock(false);
         },
       },
     );
   } catch (error) {
     // Failures before the pipeline's transaction began (the lease step, a store error) still free the lock.
-    if (!released && !isDelayed(error)) {
-      released = true;
-      await lock.release({ success: false }).catch(() => false);
-    }
+    if (!isDelayed(error)) await state.releaseLock(false).catch(() => undefined);
     throw error;
   } finally {
     lockLost.stop();
+  }
+}
+
+/**
+ * What one consolidation's pipeline hooks learn and hand on (plan → guard → commit → finish / onFailure), in
+ * one typed place instead of loose variables shared between closures, and the consolidation lock freed exactly
+ * once whichever path gets there first (the writer lease was busy, success, failure, an error before the
+ * pipeline began).
+ */
+class DreamRunState {
+  /** `.consolidate-lock` was stamped with this run (a failure must roll it back). */
+  stamped = false;
+  /** The memory files and the index of the job's baseline, read when the fork is planned. */
+  before: DreamManifest = [];
+  indexBefore = '';
+  /** The guard's verdict on the fork's result. */
+  assessment: ConsolidationAssessment | undefined;
+  /** The index after the commit's link and pointer upkeep. */
+  finalized: { indexLinesAfter: number; indexOverflow?: DreamResult['indexOverflow'] } | undefined;
+  progress: DreamProgressState = initialDreamProgress();
+  private released = false;
+
+  constructor(private readonly lock: ConsolidationLease) {}
+
+  async releaseLock(success: boolean): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    await this.lock.release({ success });
   }
 }
 
