@@ -1,0 +1,44 @@
+import type { TenantStore } from '@engram/tenants/tenant-store';
+import { Hono } from 'hono';
+import type { Env } from '../http.js';
+
+// The Memory Stores API (`/v1/memory_stores…`, packages/team-memory/src/memory-stores) as a sub-app, mounted
+// before the generic /v1 middleware: the SDK authenticates with `x-api-key` (or `Authorization: Bearer`) and
+// reads errors in Anthropic's envelope; the handler enforces its own body limits.
+
+export type MemoryStoresHandler = (
+  req: Request,
+  ctx: { tenant: string; actor: { type: 'api_actor'; api_key_id: string } },
+) => Promise<Response>;
+
+export function memoryStoresApp(tenants: TenantStore, handler: MemoryStoresHandler): Hono<Env> {
+  const app = new Hono<Env>();
+  app.all('*', async (c) => {
+    const apiKey = c.req.header('x-api-key');
+    const bearer = c.req.header('authorization');
+    const tenant = bearer
+      ? await tenants.authenticate(bearer)
+      : apiKey
+        ? await tenants.authenticateKey(apiKey)
+        : null;
+    if (!tenant)
+      return c.json(
+        {
+          type: 'error',
+          error: {
+            type: 'authentication_error',
+            message:
+              'Send a tenant API key as `x-api-key` or `Authorization: Bearer` (from `engram tenants add`).',
+          },
+        },
+        401,
+      );
+    // Stores are kept under the tenant's team scope, like its team repositories: a revoked name added again as
+    // a new tenant does not see the old tenant's stores unless it took over its memory.
+    return handler(c.req.raw, {
+      tenant: tenant.teamScope,
+      actor: { type: 'api_actor', api_key_id: `apikey_${tenant.id}` },
+    });
+  });
+  return app;
+}
