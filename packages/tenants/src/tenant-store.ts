@@ -85,26 +85,18 @@ function summaryOf(record: TenantRecord): TenantSummary {
   return summary;
 }
 
+export type TenantErrorCode =
+  | 'TENANT_INVALID_NAME'
+  | 'TENANT_EXISTS'
+  | 'TENANT_NOT_FOUND'
+  | 'TENANT_REVOKED'
+  | 'TENANT_WORKSPACE_INVALID'
+  | 'TENANT_WORKSPACE_OVERLAP'
+  | 'TENANT_POLICY_INVALID';
+
 export class TenantError extends EngramError {
-  declare readonly code:
-    | 'TENANT_INVALID_NAME'
-    | 'TENANT_EXISTS'
-    | 'TENANT_NOT_FOUND'
-    | 'TENANT_REVOKED'
-    | 'TENANT_WORKSPACE_INVALID'
-    | 'TENANT_WORKSPACE_OVERLAP'
-    | 'TENANT_POLICY_INVALID';
-  constructor(
-    code:
-      | 'TENANT_INVALID_NAME'
-      | 'TENANT_EXISTS'
-      | 'TENANT_NOT_FOUND'
-      | 'TENANT_REVOKED'
-      | 'TENANT_WORKSPACE_INVALID'
-      | 'TENANT_WORKSPACE_OVERLAP'
-      | 'TENANT_POLICY_INVALID',
-    message: string,
-  ) {
+  declare readonly code: TenantErrorCode;
+  constructor(code: TenantErrorCode, message: string) {
     super(code, message, { retryable: false });
   }
 }

@@ -96,6 +96,18 @@ function waitMsOf(body: z.infer<typeof turnBody>, prefer: string | undefined, ma
   return Math.min(seconds * 1000, maxWaitMs);
 }
 
+/** The answer of a finished turn: the stream's `done` event, and the head of the JSON response. */
+function answerOf(result: TurnResult) {
+  return {
+    sessionId: result.sessionId,
+    answer: result.answer,
+    endReason: result.endReason,
+    turns: result.turns,
+    deniedCalls: result.deniedCalls,
+    usage: result.usage,
+  };
+}
+
 /** How a failed turn answers: its status, code and message (as JSON, or as the stream's `error` event). */
 function describeError(error: unknown): { status: 409 | 403 | 503 | 500; code: string; message: string } {
   const e = error as Error & { code?: string };
@@ -244,17 +256,7 @@ export function mountTurnRoute(app: Hono<Env>, ctx: ServerContext, opts: TurnRun
             sessionMemoryUpdates: result.memory.sessionMemoryUpdates,
           },
         });
-        emit({
-          event: 'done',
-          data: {
-            sessionId: result.sessionId,
-            answer: result.answer,
-            endReason: result.endReason,
-            turns: result.turns,
-            deniedCalls: result.deniedCalls,
-            usage: result.usage,
-          },
-        });
+        emit({ event: 'done', data: answerOf(result) });
         return result;
       } catch (error) {
         metrics.turns.inc({ outcome: 'error' });
@@ -294,12 +296,7 @@ export function mountTurnRoute(app: Hono<Env>, ctx: ServerContext, opts: TurnRun
     try {
       const result = await turn;
       return c.json({
-        sessionId: result.sessionId,
-        answer: result.answer,
-        endReason: result.endReason,
-        turns: result.turns,
-        deniedCalls: result.deniedCalls,
-        usage: result.usage,
+        ...answerOf(result),
         memory: result.memory,
         events: events.filter((e) => e.event !== 'done'),
       });
