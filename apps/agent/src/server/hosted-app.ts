@@ -516,6 +516,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
           tenant,
           allowedTools,
           hidden: [config.engramHome, ...others],
+          memoryDir: session.paths.memoryDir,
           canUseTool: servedTurnPolicy({ tenant, paths: session.paths, allowedTools }),
         });
         const result = await session.runTurn(body.prompt, {
