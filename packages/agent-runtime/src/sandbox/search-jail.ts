@@ -7,8 +7,8 @@ import { buildSeccompFilter } from './seccomp.js';
 // no /proc, no /dev, no ENGRAM_HOME, no other workspace, no $HOME — only the system directories a
 // dynamically linked rg needs to start (read-only) and rg itself. A directory in the tree swapped for a
 // link while rg walks it resolves inside this namespace, where no other tenant's file exists: Grep is
-// confined by construction, not by judging rg's answers afterwards (which it still does). No network, no
-// capabilities, a new PID namespace, the seccomp filter of the Bash sandbox.
+// confined by construction, not by judging rg's answers afterwards (which it still does). No capabilities,
+// new user/PID/IPC/UTS namespaces, the seccomp filter of the Bash sandbox.
 //
 // This is not the Bash sandbox (sandbox.ts): that one shows a command a tenant's whole world; this one runs
 // one binary, without a shell, over one directory.
