@@ -152,4 +152,39 @@ describe('walkFiles', () => {
     }
     expect(errors).toEqual(['ENOTDIR']);
   });
+
+  it.skipIf(process.platform !== 'linux')(
+    'descriptors: the same listing; a directory swapped for a link mid-walk is an error, never entered (by path it is)',
+    async () => {
+      const byDescriptor: string[] = [];
+      for await (const f of walkFiles(root, { sorted: true, hidden: true, descriptors: true })) {
+        byDescriptor.push(f.rel);
+      }
+      expect(byDescriptor).toEqual(walkSync(root, { sorted: true, hidden: true }).files.map((f) => f.rel));
+      const swapped = async (descriptors: boolean) => {
+        const tree = mkdtempSync(join(tmpdir(), 'engram-fs-walk-swap-'));
+        touch(join(tree, 'a.md'));
+        touch(join(tree, 'sub', 'own.md'));
+        const seen: string[] = [];
+        const errors: string[] = [];
+        const files = walkFiles(tree, { sorted: true, descriptors, onError: (e) => errors.push(e.code) });
+        for await (const f of files) {
+          seen.push(f.rel);
+          // The root is listed and `sub` is pending: swap it for a link to another tree now.
+          if (f.rel === 'a.md') {
+            rmSync(join(tree, 'sub'), { recursive: true });
+            symlinkSync(outside, join(tree, 'sub'));
+          }
+        }
+        rmSync(tree, { recursive: true, force: true });
+        return { seen, errors };
+      };
+      expect(await swapped(true)).toEqual({
+        seen: ['a.md'],
+        errors: [expect.stringMatching(/^(ELOOP|ENOTDIR)$/)],
+      });
+      // What the flag prevents: the walk by path follows the swapped-in link.
+      expect((await swapped(false)).seen).toEqual(['a.md', 'sub/secret.md']);
+    },
+  );
 });

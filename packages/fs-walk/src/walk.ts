@@ -38,6 +38,13 @@ export interface WalkOptions {
   sorted?: boolean;
   /** Checked before each directory; an aborted walk rejects (throws) with the signal's reason. */
   signal?: AbortSignal;
+  /**
+   * Asynchronous walks only, Linux (elsewhere ignored): each directory below the root is opened relative to
+   * its parent's descriptor with O_NOFOLLOW and listed through that descriptor, never by its path. A
+   * directory renamed into a symlink while the walk runs is then an error (ENOTDIR or ELOOP in `errors`),
+   * never entered: at no depth does the walk leave the root's inode. The root itself is opened as named.
+   */
+  descriptors?: boolean;
 }
 
 export interface WalkedFile {
@@ -71,6 +78,15 @@ interface Pending {
   rel: string;
   path: string;
   depth: number;
+  /** With `descriptors`: the open parent directory this one is looked up in, and its name there. */
+  parent?: DirRef;
+  name?: string;
+}
+
+/** An open directory shared by its pending subdirectories; closed when the last of them has been opened. */
+interface DirRef {
+  handle: fs.promises.FileHandle;
+  pending: number;
 }
 
 /** Per-walk state shared by the synchronous and asynchronous drivers. */
@@ -212,6 +228,10 @@ export async function* walkFiles(
 }
 
 async function* walkState(state: Walk, root: string, opts: WalkOptions): AsyncGenerator<WalkedFile> {
+  if (opts.descriptors && DESCRIPTORS_WORK) {
+    yield* walkStateByDescriptor(state, root, opts);
+    return;
+  }
   const stack: Pending[] = [{ rel: '', path: root, depth: 0 }];
   while (stack.length > 0) {
     throwIfAborted(opts.signal);
@@ -228,5 +248,72 @@ async function* walkState(state: Walk, root: string, opts: WalkOptions): AsyncGe
     yield* found;
     if (subdirs === undefined) return;
     pushInOrder(stack, subdirs);
+  }
+}
+
+const PROC_FD = '/proc/self/fd';
+const DESCRIPTORS_WORK = process.platform === 'linux';
+const DIR_FLAGS = fs.constants.O_RDONLY | fs.constants.O_DIRECTORY;
+
+async function release(ref: DirRef | undefined): Promise<void> {
+  if (ref && --ref.pending === 0) await ref.handle.close().catch(() => {});
+}
+
+/**
+ * The descriptor-relative walk: a directory is opened as `/proc/self/fd/<parent>/<name>` with O_NOFOLLOW
+ * (Node has no openat; the kernel resolves the magic link to the parent's inode, then looks `name` up in it
+ * without following it) and listed as `/proc/self/fd/<own>`. Open descriptors: one per directory on the
+ * current path plus the parents of pending siblings.
+ */
+async function* walkStateByDescriptor(
+  state: Walk,
+  root: string,
+  opts: WalkOptions,
+): AsyncGenerator<WalkedFile> {
+  const stack: Pending[] = [{ rel: '', path: root, depth: 0 }];
+  try {
+    while (stack.length > 0) {
+      throwIfAborted(opts.signal);
+      const dir = stack.pop() as Pending;
+      let handle: fs.promises.FileHandle;
+      try {
+        handle = dir.parent
+          ? await fs.promises.open(
+              `${PROC_FD}/${dir.parent.handle.fd}/${dir.name}`,
+              DIR_FLAGS | fs.constants.O_NOFOLLOW,
+            )
+          : await fs.promises.open(root, DIR_FLAGS);
+      } catch (error) {
+        state.failed(dir, error);
+        continue;
+      } finally {
+        await release(dir.parent);
+      }
+      const ref: DirRef = { handle, pending: 0 };
+      let entries: Dirent[];
+      try {
+        entries = await fs.promises.readdir(`${PROC_FD}/${handle.fd}`, { withFileTypes: true });
+      } catch (error) {
+        await handle.close().catch(() => {});
+        state.failed(dir, error);
+        continue;
+      }
+      const found: WalkedFile[] = [];
+      const subdirs = state.take(dir, entries, found);
+      if (subdirs === undefined || subdirs.length === 0) await handle.close().catch(() => {});
+      else {
+        ref.pending = subdirs.length;
+        for (const sub of subdirs) {
+          sub.parent = ref;
+          sub.name = sub.path.slice(sub.path.lastIndexOf(sep) + 1);
+        }
+      }
+      yield* found;
+      if (subdirs === undefined) return;
+      pushInOrder(stack, subdirs);
+    }
+  } finally {
+    // Stopped early (a bound, an abort, a caller that stopped iterating): close what is still open.
+    for (const pending of stack) await release(pending.parent);
   }
 }

@@ -1,9 +1,21 @@
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { editTool } from '@engram/agent-runtime/tools/edit';
 import { globTool } from '@engram/agent-runtime/tools/glob';
 import { grepTool } from '@engram/agent-runtime/tools/grep';
-import { type AnyTool, ReadFileState, type ToolContext } from '@engram/agent-runtime/tools/tool';
+import { type AnyTool, ReadFileState, type ToolContext, ToolError } from '@engram/agent-runtime/tools/tool';
+import { writeTool } from '@engram/agent-runtime/tools/write';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sandboxServedBash } from './served-policy.js';
 
@@ -47,4 +59,90 @@ describe('served Grep and Glob', () => {
       await expect(call()).rejects.toMatchObject({ code: 'outside_boundary' });
     }
   });
+});
+
+/** Every file below `dir`, relative, sorted. */
+const listing = (dir: string) => readdirSync(dir, { recursive: true }).map(String).sort();
+
+describe('served Write and Edit through the jailed writer', () => {
+  async function writeTools(memoryDir: string): Promise<Map<string, AnyTool>> {
+    const { wrapTools } = await sandboxServedBash({
+      tenant: { workspace, home },
+      allowedTools: new Set(['Write', 'Edit']),
+      canUseTool: async () => ({ behavior: 'allow' }),
+      hidden: [],
+      memoryDir,
+    });
+    return new Map(wrapTools([writeTool as AnyTool, editTool as AnyTool]).map((t) => [t.name, t]));
+  }
+
+  it('land in the workspace and the memory directory, and nowhere else even when the policy allowed the call', async () => {
+    const memoryDir = join(home, 'memory');
+    const tools = await writeTools(memoryDir);
+    const write = tools.get('Write')!;
+    const c = () => ({ ...ctx, readFileState: new ReadFileState() });
+    await write.call({ file_path: join(workspace, 'new', 'a.md'), content: 'A\n' }, c());
+    expect(readFileSync(join(workspace, 'new', 'a.md'), 'utf8')).toBe('A\n');
+    await write.call({ file_path: join(memoryDir, 'm.md'), content: 'M\n' }, c());
+    expect(readFileSync(join(memoryDir, 'm.md'), 'utf8')).toBe('M\n');
+    for (const file_path of [join(rival, 'x.md'), join(workspace, 'linked', 'x.md'), join(base, 'x.md')]) {
+      await expect(write.call({ file_path, content: 'pwned' }, c())).rejects.toBeInstanceOf(ToolError);
+    }
+    expect(listing(rival)).toEqual(['secret.md']);
+  });
+
+  // A tenant with Bash+Write flips a directory of its workspace between a real directory and a link to
+  // another tenant's project (another process, as fast as it can), while its turn writes and edits a file
+  // below that directory: the policy's path check passed long before the write, only the jail decides.
+  for (const tool of ['Write', 'Edit'] as const) {
+    it(`${tool}: 0 files land in another tenant's project in 1,000 attempts while a directory symlink flips; writes inside land`, async () => {
+      const flipDir = join(workspace, `flip-${tool}`);
+      const victim = join(base, `victim-${tool}`);
+      mkdirSync(victim);
+      writeFileSync(join(victim, 'CLAUDE.md'), 'VICTIM\n');
+      mkdirSync(flipDir);
+      writeFileSync(join(flipDir, 'CLAUDE.md'), 'OWN\n');
+      const tools = await writeTools(join(home, 'memory'));
+      const flipper = spawn(
+        '/bin/bash',
+        [
+          '-c',
+          // `rm -rf` first: a write may have created the directory again in the gap.
+          `cd '${workspace}'; while :; do rm -rf flip-${tool}; ln -s '${victim}' flip-${tool}; ` +
+            `rm -f flip-${tool}; mkdir flip-${tool} && echo OWN > flip-${tool}/CLAUDE.md; done 2>/dev/null`,
+        ],
+        { stdio: 'ignore' },
+      );
+      let landed = 0;
+      let refused = 0;
+      try {
+        const file_path = join(flipDir, 'CLAUDE.md');
+        for (let i = 0; i < 1000; i++) {
+          const c = { ...ctx, readFileState: new ReadFileState() };
+          // The model "has read" the file: only the jail (and the read boundary before it) decides.
+          c.readFileState.set(file_path, { mtimeMs: Number.MAX_SAFE_INTEGER });
+          const input =
+            tool === 'Write'
+              ? { file_path, content: `pwned ${i}\n` }
+              : { file_path, old_string: 'OWN', new_string: 'OWN', replace_all: false };
+          if (tool === 'Edit') input.new_string = `OWN ${i}`;
+          try {
+            await tools.get(tool)!.call(tool === 'Edit' ? editTool.inputSchema.parse(input) : input, c);
+            landed++;
+            if (tool === 'Edit') writeFileSync(join(flipDir, 'CLAUDE.md'), 'OWN\n');
+          } catch (e) {
+            if (!(e instanceof ToolError) && !(e as NodeJS.ErrnoException).code) throw e;
+            refused++;
+          }
+        }
+      } finally {
+        flipper.kill('SIGKILL');
+      }
+      expect(readFileSync(join(victim, 'CLAUDE.md'), 'utf8')).toBe('VICTIM\n');
+      expect(listing(victim)).toEqual(['CLAUDE.md']);
+      // Positive control: the race ran both ways — writes inside the workspace landed, others were refused.
+      expect(landed).toBeGreaterThan(0);
+      expect(refused).toBeGreaterThan(0);
+    }, 180_000);
+  }
 });

@@ -22,7 +22,9 @@ import type { ServedTool, Tenant } from '@engram/tenants/tenant-store';
 //   persisted tool results), judged on real paths (symlinks resolved), so `../`, absolute paths and links
 //   out of the workspace are refused;
 // - Write/Edit land in the session's memory directory (always allowed, except secrets into team memory) or,
-//   if the policy allows them, strictly inside the workspace (packages/memory-core containment);
+//   if the policy allows them, strictly inside the workspace (packages/memory-core containment); the write
+//   itself goes through the jailed writer rooted there (`sandboxServedBash`), so a link flipped after this
+//   check makes it fail instead of landing elsewhere;
 // - Bash runs only if the tenant's policy allows it. It is not confined by this hook (a command string is
 //   not a path): the OS sandbox is the boundary (`sandboxServedBash` below).
 
@@ -46,14 +48,19 @@ export function effectiveTools(
 /**
  * A served turn's tools with Bash in the OS sandbox: the host read-only, no network, a private /tmp, an empty
  * HOME, an allowlisted environment, and — when the turn may change files (Write or Edit allowed) — the
- * tenant's workspace writable, nothing else. Only Bash is wrapped: Write/Edit keep the policy's real-path
- * checks, since a served turn writes both its workspace and its memory directory. Where the sandbox cannot
+ * tenant's workspace writable, nothing else. Read/Grep/Glob get the tenant's read boundary, and Write/Edit
+ * land through the jailed writer in the memory directory or the workspace. Where the sandbox cannot
  * start, Bash is denied at permission time with the reason (ENGRAM_SANDBOX=require refuses the turn).
  */
 export async function sandboxServedBash(opts: {
   tenant: Pick<Tenant, 'workspace' | 'home'>;
   allowedTools: ReadonlySet<ServedTool>;
   canUseTool: CanUseTool;
+  /**
+   * The session's memory directory: with the workspace (when Write or Edit is allowed), where served
+   * Write/Edit may land, through the jailed writer. Unset: the workspace only.
+   */
+  memoryDir?: string;
   /**
    * What Bash must not see at all: the shared ENGRAM_HOME (tenant records, key hashes, every tenant's memory
    * and transcripts) and the other tenants' workspaces. The tenant's own home stays readable.
@@ -80,8 +87,25 @@ export async function sandboxServedBash(opts: {
   // area, judged on the opened inode (the policy's path check above is the first filter; a link flipped
   // after it changes nothing here).
   const readBoundary = await rootsBoundary([opts.tenant.workspace, opts.tenant.home]);
+  // Write/Edit's final write goes through the jailed writer (descriptor-relative, O_NOFOLLOW at every
+  // step, exclusive temp + rename in the opened directory), rooted at the memory directory or the
+  // workspace: a directory flipped into a link after the policy's check makes the write fail, never land
+  // elsewhere. Both spellings of each root (as configured, and real), so either form of a path matches.
+  const roots = [...(opts.memoryDir ? [opts.memoryDir] : []), ...(writes ? [opts.tenant.workspace] : [])];
+  const writeRoots = [
+    ...new Set([
+      ...roots,
+      ...(await Promise.all(roots.map(existing))).filter((p): p is string => p !== undefined),
+    ]),
+  ];
   const bounded = (t: AnyTool): AnyTool =>
-    BOUNDED_TOOLS.has(t.name) ? { ...t, call: (input, ctx) => t.call(input, { ...ctx, readBoundary }) } : t;
+    BOUNDED_TOOLS.has(t.name)
+      ? {
+          ...t,
+          call: (input, ctx) =>
+            t.call(input, { ...ctx, readBoundary, ...(WRITE_TOOLS.has(t.name) ? { writeRoots } : {}) }),
+        }
+      : t;
   return {
     canUseTool: gateBashOnSandbox(opts.canUseTool, sandbox),
     wrapTools: (tools) =>
@@ -90,6 +114,7 @@ export async function sandboxServedBash(opts: {
 }
 
 const BOUNDED_TOOLS = new Set(['Read', 'Write', 'Edit', 'Grep', 'Glob']);
+const WRITE_TOOLS = new Set(['Write', 'Edit']);
 
 function isWithinOrEqual(child: string, parent: string): boolean {
   const rel = relative(parent, child);

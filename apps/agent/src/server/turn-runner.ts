@@ -208,6 +208,7 @@ export function mountTurnRoute(app: Hono<Env>, ctx: ServerContext, opts: TurnRun
           tenant,
           allowedTools,
           hidden: [config.engramHome, ...others],
+          memoryDir: session.paths.memoryDir,
           canUseTool: servedTurnPolicy({ tenant, paths: session.paths, allowedTools }),
         });
         const result = await session.runTurn(body.prompt, {

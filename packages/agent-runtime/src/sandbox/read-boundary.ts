@@ -73,6 +73,28 @@ export async function judgePath(boundary: ReadBoundary, path: string): Promise<O
   }
 }
 
+export interface HeldEntry extends OpenedEntry {
+  /** The judged inode, held open (O_PATH on Linux): `/proc/self/fd/<fd>` names it and nothing else. */
+  handle: fs.FileHandle;
+  /** `/proc/self/fd/<fd>` where descriptors work, else the real path (judged by name, not race-free). */
+  anchor: string;
+}
+
+/**
+ * Like `judgePath`, but the judged inode stays open: a search then runs from `anchor` (the descriptor), so
+ * a root renamed or re-linked after the judgment changes nothing. The caller closes `handle`.
+ */
+export async function openJudged(boundary: ReadBoundary, path: string): Promise<HeldEntry> {
+  const handle = await openPath(path);
+  try {
+    const entry = await judge(boundary, path, handle);
+    return { ...entry, handle, anchor: opensByDescriptor ? `${PROC_FD}/${handle.fd}` : entry.realPath };
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
 async function openPath(path: string): Promise<fs.FileHandle> {
   try {
     return await fs.open(path, opensByDescriptor ? O_PATH : constants.O_RDONLY | constants.O_NONBLOCK);

@@ -1,8 +1,9 @@
-import { relative, resolve, sep } from 'node:path';
+import { join, resolve } from 'node:path';
 import picomatch from 'picomatch';
 import { z } from 'zod';
+import type { HeldEntry } from '../sandbox/read-boundary.js';
 import { resolveToolPath } from './file-state.js';
-import { judgeListed, judgeSearchRoot } from './search-boundary.js';
+import { holdSearchRoot, judgeListed, judgeSearchRoot } from './search-boundary.js';
 import { defineTool, ToolError } from './tool.js';
 import { walkFiles } from './walk.js';
 
@@ -21,10 +22,6 @@ export const globInputSchema = z.strictObject({
     .describe('The directory to search in. Defaults to the current working directory.'),
 });
 export type GlobInput = z.infer<typeof globInputSchema>;
-
-function toPosix(path: string): string {
-  return sep === '/' ? path : path.split(sep).join('/');
-}
 
 export const globTool = defineTool<GlobInput>({
   name: 'Glob',
@@ -54,10 +51,12 @@ export const globTool = defineTool<GlobInput>({
         pattern = glob;
       }
     }
-    // The base the walk starts from is judged too (an absolute pattern or `../x/**` names another tree).
-    let walkReal: string;
+    // The base the walk starts from is judged too (an absolute pattern or `../x/**` names another tree), and
+    // held open: the walk runs from its descriptor, each directory below opened relative to its parent with
+    // O_NOFOLLOW, so neither the base nor a directory at any depth swapped for a link is ever followed.
+    let held: HeldEntry;
     try {
-      walkReal = (await judgeSearchRoot(ctx.readBoundary, walkRoot, walkRoot, true)).realPath;
+      held = await holdSearchRoot(ctx.readBoundary, walkRoot, walkRoot, true);
     } catch (e) {
       if (e instanceof ToolError && (e.code === 'not_found' || e.code === 'not_directory')) {
         return { content: 'No files found' };
@@ -66,12 +65,17 @@ export const globTool = defineTool<GlobInput>({
     }
     const matcher = picomatch(pattern, { dot: true });
     const found: Array<{ path: string; mtimeMs: number }> = [];
-    for await (const file of walkFiles(walkRoot, ctx.signal ? { signal: ctx.signal } : {})) {
-      if (!matcher(toPosix(relative(walkRoot, file)))) continue;
-      // The walk never follows a link, but a directory renamed into a link mid-walk would be: each listed
-      // name is judged on what it opens now, inside the boundary and the judged base, or left out.
-      const judged = await judgeListed(ctx.readBoundary, walkReal, file);
-      if (judged) found.push({ path: file, mtimeMs: judged.stat.mtimeMs });
+    try {
+      const options = { descriptors: true, ...(ctx.signal ? { signal: ctx.signal } : {}) };
+      for await (const rel of walkFiles(held.anchor, options)) {
+        if (!matcher(rel)) continue;
+        // Each listed name is judged on what it opens now, below the held base (never by the base's name),
+        // inside the boundary and the judged base, or left out.
+        const judged = await judgeListed(ctx.readBoundary, held.realPath, `${held.anchor}/${rel}`);
+        if (judged) found.push({ path: join(walkRoot, ...rel.split('/')), mtimeMs: judged.stat.mtimeMs });
+      }
+    } finally {
+      await held.handle.close();
     }
     if (found.length === 0) return { content: 'No files found' };
     found.sort((a, b) => b.mtimeMs - a.mtimeMs || (a.path < b.path ? -1 : 1));

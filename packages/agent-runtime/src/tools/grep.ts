@@ -1,10 +1,12 @@
-import { relative, sep } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import picomatch from 'picomatch';
 import { z } from 'zod';
-import type { ReadBoundary } from '../sandbox/read-boundary.js';
+import type { HeldEntry, ReadBoundary } from '../sandbox/read-boundary.js';
+import { type SandboxStatus, sandboxStatus } from '../sandbox/sandbox.js';
+import { JAILED_ROOT, type SearchJail, searchJailInvocation } from '../sandbox/search-jail.js';
 import { resolveToolPath } from './file-state.js';
 import { locateRipgrep, runRipgrep } from './ripgrep.js';
-import { judgeListed, judgeSearchRoot } from './search-boundary.js';
+import { holdSearchRoot, judgeListed } from './search-boundary.js';
 import { defineTool, ToolError } from './tool.js';
 
 // Grep: ripgrep (ripgrep.ts finds the binary and runs it without a shell, time- and size-bounded). Input
@@ -132,6 +134,13 @@ export interface GrepRunOptions {
   timeoutMs?: number;
   maxOutputBytes?: number;
   env?: NodeJS.ProcessEnv;
+  /**
+   * Whether rg runs in the search jail (sandbox/search-jail.ts). Default: for a call with a read boundary,
+   * whenever the OS sandbox is available on this host; never without a boundary.
+   */
+  jail?: boolean;
+  /** The sandbox probe's answer to use (default: `sandboxStatus()`, once per process). */
+  sandbox?: SandboxStatus;
 }
 
 /** Runs one Grep call through ripgrep. Exported with its bounds so tests can exercise them. */
@@ -141,20 +150,47 @@ export async function runGrep(
   options: GrepRunOptions = {},
 ): Promise<{ content: string }> {
   const root = resolveToolPath(ctx.cwd, input.path ?? '.');
-  // The root is judged on the inode it opens (a file root like Read judges it); rg is handed its real path,
-  // so a root that is a symlink is never followed by name again.
-  const judgedRoot = await judgeSearchRoot(ctx.readBoundary, root, input.path ?? root, false);
-  const rootIsFile = judgedRoot.stat.isFile();
-  const rootReal = judgedRoot.realPath;
+  // The root is judged on the inode it opens (a file root like Read judges it) and held open: rg searches
+  // that descriptor, so a root swapped for a link after the judgment is never searched.
+  const held = await holdSearchRoot(ctx.readBoundary, root, input.path ?? root, false);
+  try {
+    return await grepHeld(input, ctx, options, root, held);
+  } finally {
+    await held.handle.close();
+  }
+}
+
+async function grepHeld(
+  input: GrepInput,
+  ctx: { cwd: string; signal?: AbortSignal; readBoundary?: ReadBoundary },
+  options: GrepRunOptions,
+  root: string,
+  held: HeldEntry,
+): Promise<{ content: string }> {
+  const rootIsFile = held.stat.isFile();
   const filter = fileFilter(input.glob, input.type); // also rejects an unknown type
   const rg = await locateRipgrep(options.env ?? process.env);
+  // With a boundary, rg runs where only the held root exists (a directory swapped for a link mid-walk
+  // resolves to nothing there); without the OS sandbox it still searches the held descriptor.
+  let jail: SearchJail | undefined;
+  if (options.jail ?? ctx.readBoundary !== undefined) {
+    const status = options.sandbox ?? (await sandboxStatus());
+    if (status.available && status.bwrapPath) jail = searchJailInvocation(status.bwrapPath, rg);
+  }
+  const byDescriptor = held.anchor !== held.realPath;
+  // What rg is told to search, and so the prefix of every path it prints.
+  const searched = jail ? JAILED_ROOT : byDescriptor ? '/proc/self/fd/3' : held.realPath;
+  const relOf = (found: string) => (found === searched ? '' : found.slice(searched.length + 1));
+  const asNamed = (found: string) => {
+    const rel = relOf(found);
+    return rel === '' ? root : join(root, ...rel.split('/'));
+  };
   const mode = input.output_mode ?? 'files_with_matches';
   const showNumbers = input['-n'] ?? true;
   const before = input['-B'] ?? input['-C'] ?? 0;
   const after = input['-A'] ?? input['-C'] ?? 0;
   const limit = input.head_limit ?? Number.POSITIVE_INFINITY;
-  // rg's paths start with `rootReal`; shown (and filtered) as under the root the model named.
-  const asNamed = (real: string) => (real.startsWith(rootReal) ? root + real.slice(rootReal.length) : real);
+  // rg's paths start with `searched`; shown (and filtered) as under the root the model named.
   const display = (found: string) => {
     const abs = asNamed(found);
     const rel = relative(ctx.cwd, abs);
@@ -179,13 +215,15 @@ export async function runGrep(
     args.push('--null', '--with-filename', '--line-number', '--no-heading', '--color=never', '--sort=path');
     if (mode === 'content') args.push(`--before-context=${before}`, `--after-context=${after}`);
   }
-  args.push(`--regexp=${input.pattern}`, '--', rootReal);
+  args.push(`--regexp=${input.pattern}`, '--', searched);
 
   const run = await runRipgrep(rg, args, {
     cwd: ctx.cwd,
     timeoutMs: options.timeoutMs ?? GREP_TIMEOUT_MS,
     maxOutputBytes: options.maxOutputBytes ?? MAX_GREP_OUTPUT_BYTES,
     ...(ctx.signal ? { signal: ctx.signal } : {}),
+    ...(jail || byDescriptor ? { rootFd: held.handle.fd } : {}),
+    ...(jail ? { jail } : {}),
   });
   if (run.code === 2 && run.stdout === '') {
     const message = run.stderr.trim();
@@ -205,13 +243,16 @@ export async function runGrep(
   const withNotes = (content: string) => ({
     content: notes.length > 0 ? `${content}\n\n${notes.join('\n')}` : content,
   });
-  const named = (found: string) => rootIsFile || filter(toPosix(relative(rootReal, found)));
-  // Every file rg reports is judged on what its name opens now (inside the boundary and the judged root):
-  // a directory renamed into a link while rg walked is left out, not reported.
+  const named = (found: string) => rootIsFile || filter(relOf(found));
+  // Every file rg reports is judged on what it opens now below the held root (inside the boundary and the
+  // judged root): a directory renamed into a link while rg walked is left out, not reported.
   const judged = new Map<string, number>();
+  const below = (found: string) => (relOf(found) === '' ? held.anchor : `${held.anchor}/${relOf(found)}`);
   const judgeAll = async (paths: Iterable<string>) => {
     const unique = [...new Set(paths)].filter(named);
-    const entries = await Promise.all(unique.map((p) => judgeListed(ctx.readBoundary, rootReal, p)));
+    const entries = await Promise.all(
+      unique.map((p) => judgeListed(ctx.readBoundary, held.realPath, below(p))),
+    );
     unique.forEach((p, i) => {
       const entry = entries[i];
       if (entry) judged.set(p, entry.stat.mtimeMs);

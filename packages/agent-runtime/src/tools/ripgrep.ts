@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
+import type { SearchJail } from '../sandbox/search-jail.js';
 import { ToolError } from './tool.js';
 
 // Finds and runs ripgrep for the Grep tool: never through a shell, with a wall-clock bound (SIGKILL), an
@@ -78,6 +79,13 @@ export interface RipgrepOptions {
   timeoutMs: number;
   maxOutputBytes: number;
   signal?: AbortSignal;
+  /**
+   * A descriptor of the parent handed to rg as its fd 3 (`/proc/self/fd/3` in rg's arguments names it): rg
+   * searches the inode the caller judged, not whatever its name points at by now.
+   */
+  rootFd?: number;
+  /** Run rg inside this jail (sandbox/search-jail.ts), with `rootFd` (required then) as the jail's root. */
+  jail?: SearchJail;
 }
 
 /** Runs `rg args…` (no shell) and collects its output within the time and size bounds. */
@@ -87,12 +95,27 @@ export function runRipgrep(
   options: RipgrepOptions,
 ): Promise<RipgrepRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(rg, ['--no-config', ...args], {
-      cwd: options.cwd,
-      env: {},
-      stdio: ['ignore', 'pipe', 'pipe'],
-      shell: false,
-    });
+    const { jail, rootFd } = options;
+    if (jail && rootFd === undefined) throw new Error('runRipgrep: a jail needs rootFd');
+    const child = jail
+      ? spawn(jail.file, [...jail.args, '--no-config', ...args], {
+          cwd: '/',
+          env: {},
+          // fd 3: the seccomp program (JAIL_SECCOMP_FD), fd 4: the judged root (JAIL_ROOT_FD).
+          stdio: ['ignore', 'pipe', 'pipe', 'pipe', rootFd as number],
+          shell: false,
+        })
+      : spawn(rg, ['--no-config', ...args], {
+          cwd: options.cwd,
+          env: {},
+          stdio: rootFd === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe', rootFd],
+          shell: false,
+        });
+    if (jail) {
+      const fd3 = child.stdio[3] as NodeJS.WritableStream | null;
+      fd3?.on('error', () => {});
+      fd3?.end(jail.seccomp);
+    }
     const out: Buffer[] = [];
     let outBytes = 0;
     let stderr = '';
@@ -112,7 +135,7 @@ export function runRipgrep(
     };
     options.signal?.addEventListener('abort', onAbort, { once: true });
     if (options.signal?.aborted) onAbort();
-    child.stdout.on('data', (chunk: Buffer) => {
+    child.stdout?.on('data', (chunk: Buffer) => {
       if (truncated) return;
       const room = options.maxOutputBytes - outBytes;
       if (chunk.length >= room) {
@@ -125,7 +148,7 @@ export function runRipgrep(
       out.push(chunk);
       outBytes += chunk.length;
     });
-    child.stderr.on('data', (chunk: Buffer) => {
+    child.stderr?.on('data', (chunk: Buffer) => {
       if (stderr.length < 8_192) stderr += chunk.toString('utf8');
     });
     child.on('error', (e) => {

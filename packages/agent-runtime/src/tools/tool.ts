@@ -71,6 +71,12 @@ export interface ToolContext {
    */
   sandbox?: ToolSandbox;
   /**
+   * Set for a served turn (no OS write sandbox around the tools): Write/Edit land only below one of these
+   * directories (trusted, from the caller: the tenant's memory directory and workspace), through the same
+   * race-free jailed write as `sandbox.writableRoot`. `sandbox` wins when both are set.
+   */
+  writeRoots?: readonly string[];
+  /**
    * What Read and Write/Edit's read-before-write may open (sandbox/read-boundary.ts), judged on the opened
    * inode. Unset: any path, still regular files only, non-blocking and capped.
    */

@@ -12,9 +12,14 @@ export interface WalkOptions {
   skip?: ReadonlySet<string>;
   /** Stop after this many files. */
   maxFiles?: number;
+  /** Open each directory relative to its parent with O_NOFOLLOW (fs-walk `descriptors`; Linux). */
+  descriptors?: boolean;
 }
 
-/** Yields absolute paths of regular files under `root`, depth-first in name order (deterministic). */
+/**
+ * Yields the paths of regular files under `root` relative to it (forward slashes), depth-first in name
+ * order (deterministic).
+ */
 export async function* walkFiles(root: string, options: WalkOptions = {}): AsyncGenerator<string> {
   if (options.signal?.aborted) return;
   const files = walkTree(root, {
@@ -22,10 +27,11 @@ export async function* walkFiles(root: string, options: WalkOptions = {}): Async
     sorted: true,
     skipDirectories: options.skip ?? SKIPPED_DIRECTORIES,
     ...(options.maxFiles !== undefined ? { maxFiles: options.maxFiles } : {}),
+    ...(options.descriptors ? { descriptors: true } : {}),
   });
   for await (const file of files) {
     // An aborted call ends the listing quietly; the tool call is being cancelled anyway.
     if (options.signal?.aborted) return;
-    yield file.path;
+    yield file.rel;
   }
 }

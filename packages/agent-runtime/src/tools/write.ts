@@ -1,3 +1,4 @@
+import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { z } from 'zod';
 import { JailedWriteError, writeFileJailed } from '../sandbox/jailed-write.js';
@@ -26,24 +27,48 @@ export type WriteInput = z.infer<typeof writeInputSchema>;
 
 export async function writeToolFile(ctx: ToolContext, path: string, content: string): Promise<number> {
   const modes = ctx.fileModes ?? DEFAULT_FILE_MODES;
-  if (ctx.sandbox) {
-    // Unattended: the write itself is confined (a link swapped in after the policy's check cannot redirect it).
-    try {
-      const { mtimeMs } = await writeFileJailed(ctx.sandbox.writableRoot, path, content, {
-        mode: modes.file,
-        dirMode: modes.dir,
-      });
-      ctx.readFileState.set(path, { mtimeMs, contentHash: hashContent(content) });
-      return mtimeMs;
-    } catch (error) {
-      if (error instanceof JailedWriteError) {
-        throw new ToolError(error.code, `Refused to write ${path}: ${error.message}.`);
-      }
-      throw error;
-    }
+  // Unattended (ctx.sandbox) or served (ctx.writeRoots): the write itself is confined to a directory (a link
+  // swapped in after the policy's check cannot redirect it).
+  const root = ctx.sandbox
+    ? ctx.sandbox.writableRoot
+    : ctx.writeRoots
+      ? writeRootOf(ctx.writeRoots, path)
+      : undefined;
+  if (root === undefined) {
+    await writeFileAtomic(path, content, { mode: modes.file, dirMode: modes.dir });
+    return recordWrite(ctx.readFileState, path, content);
   }
-  await writeFileAtomic(path, content, { mode: modes.file, dirMode: modes.dir });
-  return recordWrite(ctx.readFileState, path, content);
+  try {
+    const { mtimeMs } = await writeFileJailed(root, path, content, { mode: modes.file, dirMode: modes.dir });
+    ctx.readFileState.set(path, { mtimeMs, contentHash: hashContent(content) });
+    return mtimeMs;
+  } catch (error) {
+    if (error instanceof JailedWriteError) {
+      throw new ToolError(error.code, `Refused to write ${path}: ${error.message}.`);
+    }
+    throw error;
+  }
+}
+
+/** The root of `roots` that `path` names a file below (the deepest, when roots nest), or a refusal. */
+function writeRootOf(roots: readonly string[], path: string): string {
+  let best: string | undefined;
+  for (const root of roots) {
+    if (!isBelow(resolve(root), path)) continue;
+    if (best === undefined || root.length > best.length) best = resolve(root);
+  }
+  if (best === undefined) {
+    throw new ToolError(
+      'outside_root',
+      `Refused to write ${path}: it is outside the directories this session may write.`,
+    );
+  }
+  return best;
+}
+
+function isBelow(dir: string, path: string): boolean {
+  const rel = relative(dir, path);
+  return rel !== '' && !rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel);
 }
 
 export const writeTool = defineTool<WriteInput>({
