@@ -42,6 +42,10 @@ export interface EngramHooksOptions {
   tenant?: string;
   /** Bounded wait for the recall selector on UserPromptSubmit (default 4 s). */
   recallWaitMs?: number;
+  /**
+   * How long Stop waits for the turn's reply to reach the transcript (default 3 s; it returns as soon as it
+   * has): under the Agent SDK, Claude Code may fire Stop before the turn's first entry is on disk.
+   */
   stopSettleMs?: number;
   /** What each hook did, one line (for the host's log); hooks never throw into the query. */
   onNote?: (event: HookEvent, note: string) => void;
@@ -55,6 +59,8 @@ export interface EngramHooks {
   /** Closes the queue connections (hands over what waits in an outbox first); not a MemoryQueue passed in. */
   close(): Promise<void>;
 }
+
+const SDK_STOP_SETTLE_MS = 3_000;
 
 /** Seconds Claude Code waits for one callback (the callbacks bound their own waits well below this). */
 const HOOK_TIMEOUT_S = 30;
@@ -105,7 +111,7 @@ export function engramHooks(opts: EngramHooksOptions): EngramHooks {
             teamSync: opts.teamSync,
             tenant: opts.tenant,
             ...(opts.recallWaitMs !== undefined ? { recallWaitMs: opts.recallWaitMs } : {}),
-            ...(opts.stopSettleMs !== undefined ? { stopSettleMs: opts.stopSettleMs } : {}),
+            stopSettleMs: opts.stopSettleMs ?? SDK_STOP_SETTLE_MS,
           },
           event,
           parsed.input,

@@ -95,7 +95,9 @@ async function readSettled(path: string, waitMs: number) {
   for (;;) {
     const { entries } = await store.readAll();
     const leaf = pickStopLeaf(entries);
-    if (!leaf || leaf.settled || Date.now() - started >= waitMs) return { entries, leaf };
+    // No message yet counts as unsettled too: in the Agent SDK's sessions Claude Code may fire Stop before
+    // the turn's first entry reaches the transcript file.
+    if (leaf?.settled || Date.now() - started >= waitMs) return { entries, leaf };
     await new Promise((r) => setTimeout(r, 50));
   }
 }
