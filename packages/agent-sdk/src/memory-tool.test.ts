@@ -3,10 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import { betaMemoryTool } from '@anthropic-ai/sdk/helpers/beta/memory';
+import { MemoryQueue } from '@engram/memory-client/memory-queue';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
+import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
+import { startPrivateRedis } from '@engram/testkit/private-redis';
 import { reply, textReply, toolUse } from '@engram/testkit/replies';
 import { describe, expect, it } from 'vitest';
+import { memoryQueueConfig } from './hooks.js';
 import { engramMemoryTool, MemoryToolRefusal } from './memory-tool.js';
 
 // The Messages API memory tool (`memory_20250818`) through the SDK's own tool runner
@@ -15,6 +20,7 @@ import { engramMemoryTool, MemoryToolRefusal } from './memory-tool.js';
 // atomic writes and index upkeep; hostile calls come back as tool errors and leave the disk as it was.
 
 const scripted = useModelServer({ requireScripted: true });
+const { closer } = scripted;
 
 const FACT =
   '---\nname: Deploy region\ndescription: Deploys go to region ams\ntype: project\n---\nWe deploy to ams.\n';
@@ -227,4 +233,32 @@ describe('engramMemoryTool handlers (typed errors)', () => {
       open.create({ command: 'create', path: '/memories/sub/MEMORY.md', file_text: '# idx\n' }),
     ).rejects.toMatchObject({ code: 'INVALID_MEMORY_FILE' });
   });
+
+  it('with consolidate: each change enqueues a dream job for the project on the real queue; a refused call enqueues none', async () => {
+    const redis = await startPrivateRedis(closer, { prefix: 'engram-memtool-redis-' });
+    const home = mkdtempSync(join(tmpdir(), 'engram-memtool-home-'));
+    const repo = mkdtempSync(join(tmpdir(), 'engram-memtool-repo-'));
+    await fs.mkdir(join(repo, '.git'));
+    const paths = await resolveEngramPaths({ engramHome: home, cwd: repo });
+    const memory = new MemoryQueue(
+      memoryQueueConfig(home, { url: redis.url, namespace: uniquePrefix('memtool') }),
+    );
+    closer.defer(() => memory.close());
+    const tool = engramMemoryTool({
+      memoryDir: paths.memoryDir,
+      consolidate: { memory, ref: { sessionId: 'api-session-1', paths } },
+    });
+    await expect(
+      tool.create({ command: 'create', path: '/memories/keys.md', file_text: SECRET }),
+    ).rejects.toMatchObject({ code: 'SECRET_IN_MEMORY' });
+    expect(tool.lastConsolidation()).toBeUndefined();
+    await tool.create({ command: 'create', path: '/memories/project_deploy.md', file_text: FACT });
+    const status = tool.lastConsolidation();
+    expect(status).toMatchObject({ status: 'queued' });
+    const job = await memory.producer.queue('dream').getJob((status as { jobId: string }).jobId);
+    expect(job?.data).toMatchObject({
+      projectDir: memory.projectRef({ sessionId: 'x', paths }).projectDir,
+      force: false,
+    });
+  }, 30_000);
 });

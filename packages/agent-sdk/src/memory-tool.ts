@@ -62,10 +62,13 @@ export interface EngramMemoryToolOptions {
   consolidate?: { memory: MemoryQueue; ref: SessionRef };
 }
 
-export interface EngramMemoryTool extends MemoryToolHandlers {
+/** MemoryToolHandlers whose commands all answer with text (a Promise), plus the consolidation status. */
+export type EngramMemoryTool = {
+  [K in keyof MemoryToolHandlers]: (command: Parameters<MemoryToolHandlers[K]>[0]) => Promise<string>;
+} & {
   /** What the last consolidation enqueue did (undefined before the first change). */
   lastConsolidation(): MemoryWorkStatus | undefined;
-}
+};
 
 const MAX_LINES = 999_999;
 const NUMBER_WIDTH = String(MAX_LINES).length;
