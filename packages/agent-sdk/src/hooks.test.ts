@@ -1,10 +1,17 @@
 import { existsSync, promises as fs, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { HookCallback, StopHookInput, UserPromptSubmitHookInput } from '@anthropic-ai/claude-agent-sdk';
+import type {
+  HookCallback,
+  PreCompactHookInput,
+  SessionEndHookInput,
+  StopHookInput,
+  UserPromptSubmitHookInput,
+} from '@anthropic-ai/claude-agent-sdk';
 import { outboxPath, readOutbox } from '@engram/memory-core/extraction/session-record';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
-import { Closer } from '@engram/testkit/bullmq-helpers';
+import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { startPrivateRedis } from '@engram/testkit/private-redis';
 import { describe, expect, it } from 'vitest';
 import { engramHooks } from './hooks.js';
 
@@ -104,6 +111,15 @@ describe('engramHooks callbacks with the SDK typed inputs', () => {
       };
       expect(await only(engram.hooks.UserPromptSubmit)(prompt, undefined, { signal })).toEqual({});
       expect(await readOutbox(s.paths.sessionDir(s.sessionId))).toHaveLength(1);
+
+      // SessionEnd hands the session over: the last extraction and a forced session-memory update, both kept.
+      const end: SessionEndHookInput = { ...s.stop, hook_event_name: 'SessionEnd', reason: 'other' };
+      expect(await only(engram.hooks.SessionEnd)(end, undefined, { signal })).toEqual({});
+      expect(notes.at(-1)).toMatch(
+        /^engram SessionEnd: extraction not-queued.*session memory not-queued.*Kept in the session's outbox/,
+      );
+      const kinds = (await readOutbox(s.paths.sessionDir(s.sessionId))).map((i) => i.kind).sort();
+      expect(kinds).toEqual(['extract', 'session-memory']);
     } finally {
       await closer.closeAll();
     }
@@ -135,6 +151,38 @@ describe('engramHooks callbacks with the SDK typed inputs', () => {
       expect(existsSync(outboxPath(s.paths.sessionDir(s.sessionId)))).toBe(true);
     } finally {
       await engram.close();
+    }
+  }, 30_000);
+
+  it('with the queue up: PreCompact and SessionEnd enqueue the extraction and a valid session-memory job', async () => {
+    const closer = new Closer();
+    try {
+      const redis = await startPrivateRedis(closer, { prefix: 'engram-sdkhooks-up-' });
+      const claudeHome = mkdtempSync(join(tmpdir(), 'engram-sdkhooks-up-'));
+      const s = await session(claudeHome);
+      const notes: string[] = [];
+      const engram = engramHooks({
+        engramHome: claudeHome,
+        queue: { url: redis.url, namespace: uniquePrefix('sdkhooks') },
+        onNote: (_e, n) => notes.push(n),
+      });
+      closer.defer(() => engram.close());
+      const compact: PreCompactHookInput = {
+        ...s.stop,
+        hook_event_name: 'PreCompact',
+        trigger: 'auto',
+        custom_instructions: null,
+      };
+      expect(await only(engram.hooks.PreCompact)(compact, undefined, { signal })).toEqual({});
+      expect(notes.at(-1)).toMatch(
+        /^engram PreCompact: extraction queued \(job .+\); session memory queued \(job .+\)$/,
+      );
+      const jobId = /session memory queued \(job ([^)]+)\)/.exec(notes.at(-1)!)![1]!;
+      const job = await engram.memory.producer.queue('session-memory').getJob(jobId);
+      expect(job?.data).toMatchObject({ sessionId: s.sessionId, leafSeq: 2, thresholds: { initTokens: 1 } });
+      expect(existsSync(outboxPath(s.paths.sessionDir(s.sessionId)))).toBe(false);
+    } finally {
+      await closer.closeAll();
     }
   }, 30_000);
 });

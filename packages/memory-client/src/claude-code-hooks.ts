@@ -28,6 +28,9 @@ export const STOP_SETTLE_MS = 600;
 /** How long UserPromptSubmit waits for the recall selector before answering with nothing. */
 export const RECALL_WAIT_MS = 4_000;
 
+/** PreCompact / SessionEnd: update the notes on any growth (the payload's thresholds must be positive). */
+const FORCED_SESSION_MEMORY = { initTokens: 1, minGrowthTokens: 1, toolCalls: 1 };
+
 export interface ClaudeCodeHookOptions {
   /** Engram's home, which must be Claude Code's config directory: the workers read the transcript there. */
   engramHome: string;
@@ -171,13 +174,14 @@ async function handOver(
     leafSeq: leaf.leafSeq,
   });
   // ... and the session's notes, forced: compaction or the end of the session is the last chance for them.
+  // The lowest thresholds the payload allows (each must be positive) with the context measured by the worker
+  // from the transcript: any growth since the last update is enough.
   const notes = await memory.enqueue('session-memory', {
     sessionId: ref.sessionId,
     ...memory.projectRef(ref),
     leafUuid: leaf.leafUuid,
     leafSeq: leaf.leafSeq,
-    contextTokens: 0,
-    thresholds: { initTokens: 0, minGrowthTokens: 0, toolCalls: 0 },
+    thresholds: FORCED_SESSION_MEMORY,
     requestedAt: new Date().toISOString(),
   });
   return {
