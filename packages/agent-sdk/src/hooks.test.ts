@@ -181,6 +181,21 @@ describe('engramHooks callbacks with the SDK typed inputs', () => {
       const job = await engram.memory.producer.queue('session-memory').getJob(jobId);
       expect(job?.data).toMatchObject({ sessionId: s.sessionId, leafSeq: 2, thresholds: { initTokens: 1 } });
       expect(existsSync(outboxPath(s.paths.sessionDir(s.sessionId)))).toBe(false);
+
+      // No recall worker runs: UserPromptSubmit would wait its 4 s; an aborted query stops the wait at once.
+      const aborter = new AbortController();
+      const prompt: UserPromptSubmitHookInput = {
+        ...s.stop,
+        hook_event_name: 'UserPromptSubmit',
+        prompt: 'Which region do we deploy to, and why was it chosen?',
+      };
+      const started = Date.now();
+      setTimeout(() => aborter.abort(), 100);
+      expect(
+        await only(engram.hooks.UserPromptSubmit)(prompt, undefined, { signal: aborter.signal }),
+      ).toEqual({});
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(notes.at(-1)).toMatch(/aborted/);
     } finally {
       await closer.closeAll();
     }

@@ -95,14 +95,14 @@ export function engramHooks(opts: EngramHooksOptions): EngramHooks {
 
   const callback =
     (event: HookEvent): HookCallback =>
-    async (input) => {
+    async (input, _toolUseId, { signal }) => {
       const parsed = parseHookInput(JSON.stringify(input), event);
       if (!parsed.ok) {
         opts.onNote?.(event, `engram hook ${event}: ${parsed.reason}; nothing done.`);
         return {};
       }
       try {
-        const result = await handleClaudeCodeHook(
+        const work = handleClaudeCodeHook(
           {
             engramHome: opts.engramHome,
             memoryDirOverride: opts.memoryDirOverride,
@@ -116,6 +116,13 @@ export function engramHooks(opts: EngramHooksOptions): EngramHooks {
           event,
           parsed.input,
         );
+        // An aborted query does not wait: the answer is nothing; the work itself ends within its own bounds.
+        const result = await untilAborted(work, signal);
+        if (!result) {
+          void work.catch(() => {});
+          opts.onNote?.(event, `engram hook ${event}: the query was aborted; no answer.`);
+          return {};
+        }
         if (result.note) opts.onNote?.(event, result.note);
         return contextOutput(event, result.context);
       } catch (error) {
@@ -142,4 +149,23 @@ function contextOutput(event: HookEvent, context: string | undefined): SyncHookJ
     return { hookSpecificOutput: { hookEventName: event, additionalContext: context } };
   }
   return {};
+}
+
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
+  if (!signal) return work;
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise<T | undefined>((resolve, reject) => {
+    const onAbort = () => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }
