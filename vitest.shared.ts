@@ -26,6 +26,7 @@ export const END_TO_END_SUITES = [
   'apps/workers/src/jobs/dream-processes.test.ts', // dream workers as processes
   'packages/worker-service/src/redis-topologies.test.ts', // Redis Cluster, Sentinel and TLS servers
   'packages/worker-service/src/http/memory-browser.test.ts', // headless Chromium
+  'packages/agent-sdk/src/query.test.ts', // the Agent SDK's bundled Claude Code binary
 ] as const;
 
 // Tests resolve workspace packages to their TypeScript sources (the `source` export condition), so a

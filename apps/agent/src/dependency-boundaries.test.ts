@@ -17,6 +17,8 @@ interface Workspace {
   name: string;
   dependencies: Record<string, string>;
   devDependencies: Record<string, string>;
+  /** Provided by the host that uses the package (e.g. the Agent SDK an adapter is for); counts as declared. */
+  peerDependencies: Record<string, string>;
 }
 
 function workspaces(): Workspace[] {
@@ -29,6 +31,7 @@ function workspaces(): Workspace[] {
         name: string;
         dependencies?: Record<string, string>;
         devDependencies?: Record<string, string>;
+        peerDependencies?: Record<string, string>;
       };
       try {
         pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
@@ -40,6 +43,7 @@ function workspaces(): Workspace[] {
         name: pkg.name,
         dependencies: pkg.dependencies ?? {},
         devDependencies: pkg.devDependencies ?? {},
+        peerDependencies: pkg.peerDependencies ?? {},
       });
     }
   }
@@ -174,7 +178,7 @@ describe('dependency boundaries', () => {
       for (const site of imports(ws, 'shipped')) {
         const pkg = packageOf(site.spec);
         if (!pkg || BUILTINS.has(pkg) || pkg === ws.name) continue;
-        if (!(pkg in ws.dependencies))
+        if (!(pkg in ws.dependencies) && !(pkg in ws.peerDependencies))
           offending.push(`${site.file}: ${site.spec} (${ws.name} does not list ${pkg})`);
       }
     }

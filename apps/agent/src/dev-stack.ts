@@ -145,18 +145,5 @@ export async function writeDevPorts(engramHome: string, ports: DevPorts): Promis
   await writeFileAtomic(devPortsPath(engramHome), `${JSON.stringify(merged, null, 2)}\n`);
 }
 
-/**
- * No queue engine for this home: no running `engram dev` and no REDIS_URL / ENGRAM_QUEUE_URL. Retryable: work
- * kept in a session's outbox is handed over once a stack runs (or a URL is set).
- */
-export class QueueNotConfiguredError extends EngramError {
-  constructor(readonly engramHome: string) {
-    super(
-      'QUEUE_NOT_CONFIGURED',
-      `no queue engine: no \`engram dev\` is running for ENGRAM_HOME ${engramHome}, and neither REDIS_URL nor ` +
-        'ENGRAM_QUEUE_URL is set. Start the stack with `npm run dev` (or `npx engram dev`) in another terminal, ' +
-        'or set REDIS_URL (REDIS_URL=redis://127.0.0.1:6379 to use a Redis there on purpose).',
-      { retryable: true },
-    );
-  }
-}
+// No queue engine for this home (lives with MemoryQueue in @engram/memory-client; re-exported for the commands).
+export { QueueNotConfiguredError } from '@engram/memory-client/memory-queue';
