@@ -51,6 +51,18 @@ describe('one error type', () => {
 
   it('every code literal given to an EngramError is upper snake case', () => {
     const bad: string[] = [];
+    // Classes whose constructor takes the code first (`new ToolError('NOT_FOUND', …)`), anywhere in the tree.
+    const takesCode = new Set(['EngramError', 'PermanentJobError']);
+    for (const f of files)
+      for (const m of f.text.matchAll(
+        /class (\w+) extends \w+ \{[\s\S]*?constructor\(\s*(?:readonly\s+)?code\b/g,
+      ))
+        takesCode.add(m[1]!);
+    const named = [...takesCode].join('|');
+    for (const f of files)
+      for (const m of f.text.matchAll(new RegExp(`new (?:${named})\\(\\s*'([^']*)'`, 'g')))
+        if (!ERROR_CODE_PATTERN.test(m[1]!)) bad.push(`${f.path}: ${m[1]}`);
+    expect(takesCode.has('ToolError')).toBe(true); // a positive control: the scan finds the classes
     for (const f of files) {
       if (!/extends (EngramError|PermanentJobError)\b|new (EngramError|PermanentJobError)\(/.test(f.text))
         continue;

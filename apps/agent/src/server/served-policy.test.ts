@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import {
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -56,10 +57,18 @@ describe('served Grep and Glob', () => {
       () => glob.call({ pattern: '**', path: 'linked' }, ctx),
       () => glob.call({ pattern: `${rival}/*` }, ctx),
     ]) {
-      await expect(call()).rejects.toMatchObject({ code: 'outside_boundary' });
+      await expect(call()).rejects.toMatchObject({ code: 'OUTSIDE_BOUNDARY' });
     }
   });
 });
+
+const isLink = (path: string) => {
+  try {
+    return lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
+};
 
 /** Every file below `dir`, relative, sorted. */
 const listing = (dir: string) => readdirSync(dir, { recursive: true }).map(String).sort();
@@ -116,8 +125,12 @@ describe('served Write and Edit through the jailed writer', () => {
       let landed = 0;
       let refused = 0;
       try {
+        // The race starts once the flipper runs (spawning bash can take a while on a loaded machine).
+        const started = Date.now();
+        while (!isLink(flipDir) && Date.now() - started < 15_000) await new Promise((r) => setTimeout(r, 5));
         const file_path = join(flipDir, 'CLAUDE.md');
-        for (let i = 0; i < 1000; i++) {
+        // At least 1,000 attempts, and on until the race has gone both ways (bounded).
+        for (let i = 0; i < 1000 || ((landed === 0 || refused === 0) && i < 20_000); i++) {
           const c = { ...ctx, readFileState: new ReadFileState() };
           // The model "has read" the file: only the jail (and the read boundary before it) decides.
           c.readFileState.set(file_path, { mtimeMs: Number.MAX_SAFE_INTEGER });
@@ -128,8 +141,9 @@ describe('served Write and Edit through the jailed writer', () => {
           if (tool === 'Edit') input.new_string = `OWN ${i}`;
           try {
             await tools.get(tool)!.call(tool === 'Edit' ? editTool.inputSchema.parse(input) : input, c);
+            // (No reset by path here: the test's own write would follow the flipping link. `OWN` stays in the
+            // file after each edit, and the flipper recreates the directory with a fresh file anyway.)
             landed++;
-            if (tool === 'Edit') writeFileSync(join(flipDir, 'CLAUDE.md'), 'OWN\n');
           } catch (e) {
             if (!(e instanceof ToolError) && !(e as NodeJS.ErrnoException).code) throw e;
             refused++;

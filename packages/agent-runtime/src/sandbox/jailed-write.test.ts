@@ -56,13 +56,13 @@ describe('writeFileJailed', () => {
         () => 'written',
         (e: JailedWriteError) => e.code,
       );
-    expect(await refusal(join(base, 'x.md'))).toBe('outside_root');
-    expect(await refusal(`${mem}/../outside/target.md`)).toBe('outside_root');
-    expect(await refusal(join(mem, 'dirlink', 'target.md'))).toBe('symlink_in_path');
-    expect(await refusal(join(mem, 'dirlink', 'new', 'x.md'))).toBe('symlink_in_path');
-    expect(await refusal(join(mem, 'filelink.md'))).toBe('symlink_in_path');
-    expect(await refusal(join(mem, 'hard.md'))).toBe('hard_link');
-    expect(await refusal(mem)).toBe('outside_root');
+    expect(await refusal(join(base, 'x.md'))).toBe('OUTSIDE_ROOT');
+    expect(await refusal(`${mem}/../outside/target.md`)).toBe('OUTSIDE_ROOT');
+    expect(await refusal(join(mem, 'dirlink', 'target.md'))).toBe('SYMLINK_IN_PATH');
+    expect(await refusal(join(mem, 'dirlink', 'new', 'x.md'))).toBe('SYMLINK_IN_PATH');
+    expect(await refusal(join(mem, 'filelink.md'))).toBe('SYMLINK_IN_PATH');
+    expect(await refusal(join(mem, 'hard.md'))).toBe('HARD_LINK');
+    expect(await refusal(mem)).toBe('OUTSIDE_ROOT');
     expect(readFileSync(join(outside, 'target.md'), 'utf8')).toBe('untouched\n');
     expect(listing(outside)).toEqual(['target.md']);
   });

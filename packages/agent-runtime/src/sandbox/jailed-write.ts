@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants, existsSync, promises as fs } from 'node:fs';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 import { TEMP_PREFIX, writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 
 // The final write of an unattended Write/Edit, confined to one directory without a window between check and
@@ -12,14 +13,18 @@ import { TEMP_PREFIX, writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 // name, never follows it). Whatever is swapped in concurrently, the bytes land below the root or not at all.
 // The result is atomic as fs-atomic's writeFileAtomic: the old file or the new one, fsynced.
 
-export class JailedWriteError extends Error {
-  override name = 'JailedWriteError';
-  constructor(
-    /** outside_root | symlink_in_path | hard_link | not_a_file | unsupported_platform */
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
+export type JailedWriteErrorCode =
+  | 'OUTSIDE_ROOT'
+  | 'SYMLINK_IN_PATH'
+  | 'HARD_LINK'
+  | 'NOT_A_FILE'
+  | 'UNSUPPORTED_PLATFORM';
+
+/** A write the jail refused (a link on the way, outside its root, not a file); asking again does not help. */
+export class JailedWriteError extends EngramError {
+  declare readonly code: JailedWriteErrorCode;
+  constructor(code: JailedWriteErrorCode, message: string) {
+    super(code, message, { retryable: false });
   }
 }
 
@@ -46,7 +51,7 @@ export function segmentsBelow(root: string, realRoot: string, target: string): s
     const rel = relative(base, abs);
     if (rel !== '' && !rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel)) return rel.split(sep);
   }
-  throw new JailedWriteError('outside_root', 'the path is outside the directory this agent may write');
+  throw new JailedWriteError('OUTSIDE_ROOT', 'the path is outside the directory this agent may write');
 }
 
 const at = (fd: number, name: string) => `${PROC_FD}/${fd}/${name}`;
@@ -65,7 +70,7 @@ async function openDirBelow(parent: fs.FileHandle, name: string, dirMode: number
     }
     if (code === 'ELOOP' || code === 'ENOTDIR') {
       throw new JailedWriteError(
-        'symlink_in_path',
+        'SYMLINK_IN_PATH',
         `a component of the path (${name}) is a symlink or not a directory`,
       );
     }
@@ -89,7 +94,7 @@ export async function writeFileJailed(
   const realRoot = await fs.realpath(root);
   const segments = segmentsBelow(root, realRoot, target);
   if (segments.some((s) => s === '' || s === '.' || s === '..')) {
-    throw new JailedWriteError('outside_root', 'the path has an empty, . or .. segment');
+    throw new JailedWriteError('OUTSIDE_ROOT', 'the path has an empty, . or .. segment');
   }
   const name = segments.pop()!;
   let dir = await fs.open(realRoot, constants.O_RDONLY | constants.O_DIRECTORY);
@@ -103,11 +108,11 @@ export async function writeFileJailed(
     try {
       const existing = await fs.lstat(at(dir.fd, name));
       if (existing.isSymbolicLink()) {
-        throw new JailedWriteError('symlink_in_path', 'the file is a symlink');
+        throw new JailedWriteError('SYMLINK_IN_PATH', 'the file is a symlink');
       }
-      if (!existing.isFile()) throw new JailedWriteError('not_a_file', 'the path is not a regular file');
+      if (!existing.isFile()) throw new JailedWriteError('NOT_A_FILE', 'the path is not a regular file');
       if (existing.nlink > 1) {
-        throw new JailedWriteError('hard_link', 'the file has other hard links');
+        throw new JailedWriteError('HARD_LINK', 'the file has other hard links');
       }
       mode = existing.mode & 0o777;
     } catch (error) {
@@ -165,9 +170,9 @@ async function writeCheckedByPath(
       throw e;
     });
     if (!stat) break;
-    if (stat.isSymbolicLink()) throw new JailedWriteError('symlink_in_path', `${segment} is a symlink`);
+    if (stat.isSymbolicLink()) throw new JailedWriteError('SYMLINK_IN_PATH', `${segment} is a symlink`);
     if (i === segments.length - 1 && stat.nlink > 1) {
-      throw new JailedWriteError('hard_link', 'the file has other hard links');
+      throw new JailedWriteError('HARD_LINK', 'the file has other hard links');
     }
   }
   const finalPath = join(realRoot, ...segments);

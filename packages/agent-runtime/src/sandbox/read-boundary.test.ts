@@ -54,12 +54,12 @@ async function codeOf(p: Promise<unknown>): Promise<string> {
 describe('readFileBounded', () => {
   it("reads the tenant's own file and refuses another tenant's, directly or through a link", async () => {
     expect((await readFileBounded(boundary, join(mine, 'own.md'), 1024)).data.toString()).toBe('mine\n');
-    expect(await codeOf(readFileBounded(boundary, join(theirs, 'secret.md'), 1024))).toBe('outside_boundary');
+    expect(await codeOf(readFileBounded(boundary, join(theirs, 'secret.md'), 1024))).toBe('OUTSIDE_BOUNDARY');
     await fs.symlink(join(theirs, 'secret.md'), join(mine, 'link.md'));
     await fs.symlink(theirs, join(mine, 'dirlink'));
-    expect(await codeOf(readFileBounded(boundary, join(mine, 'link.md'), 1024))).toBe('outside_boundary');
+    expect(await codeOf(readFileBounded(boundary, join(mine, 'link.md'), 1024))).toBe('OUTSIDE_BOUNDARY');
     expect(await codeOf(readFileBounded(boundary, join(mine, 'dirlink', 'secret.md'), 1024))).toBe(
-      'outside_boundary',
+      'OUTSIDE_BOUNDARY',
     );
     // A link that stays inside is fine: the inode is judged, not the name.
     await fs.symlink(join(mine, 'own.md'), join(mine, 'inner.md'));
@@ -69,12 +69,12 @@ describe('readFileBounded', () => {
   it('caps on the bytes read, not on stat.size (a /proc file reports size 0)', async () => {
     const status = '/proc/self/status';
     expect((await fs.stat(status)).size).toBe(0);
-    expect(await codeOf(readFileBounded(undefined, status, 16))).toBe('too_large');
+    expect(await codeOf(readFileBounded(undefined, status, 16))).toBe('TOO_LARGE');
     expect((await readFileBounded(undefined, status, 1 << 20)).data.length).toBeGreaterThan(16);
   });
 
   it('refuses devices and FIFOs without blocking, and other reads proceed meanwhile', async () => {
-    expect(await codeOf(readFileBounded(undefined, '/dev/zero', 1024))).toBe('not_regular');
+    expect(await codeOf(readFileBounded(undefined, '/dev/zero', 1024))).toBe('NOT_REGULAR');
     const fifos = await Promise.all(
       Array.from({ length: 8 }, async (_, i) => {
         const path = join(mine, `pipe-${i}`);
@@ -87,7 +87,7 @@ describe('readFileBounded', () => {
       ...fifos.map((f) => codeOf(readFileBounded(boundary, f, 1024))),
       codeOf(readFileBounded(boundary, join(mine, 'own.md'), 1024)),
     ]);
-    expect(results).toEqual([...fifos.map(() => 'not_regular'), 'ok']);
+    expect(results).toEqual([...fifos.map(() => 'NOT_REGULAR'), 'ok']);
   });
 
   it('local boundary: anything but /proc, /sys, /dev and other homes', () => {
@@ -107,13 +107,13 @@ describe('Read and Write with a read boundary', () => {
     const own = await readTool.call({ file_path: join(mine, 'own.md') }, ctxFor(boundary));
     expect(own.content).toContain('mine');
     expect(await codeOf(readTool.call({ file_path: join(theirs, 'secret.md') }, ctxFor(boundary)))).toBe(
-      'outside_boundary',
+      'OUTSIDE_BOUNDARY',
     );
     expect(await codeOf(readTool.call({ file_path: '/proc/self/environ' }, ctxFor(boundary)))).toBe(
-      'outside_boundary',
+      'OUTSIDE_BOUNDARY',
     );
     expect(await codeOf(readTool.call({ file_path: '/proc/self/environ' }, ctxFor({ kind: 'local' })))).toBe(
-      'outside_boundary',
+      'OUTSIDE_BOUNDARY',
     );
   });
 
@@ -121,7 +121,7 @@ describe('Read and Write with a read boundary', () => {
     const fifo = join(mine, 'write-pipe');
     execFileSync('mkfifo', [fifo]);
     expect(await codeOf(writeTool.call({ file_path: fifo, content: 'x' }, ctxFor(boundary)))).toBe(
-      'not_regular',
+      'NOT_REGULAR',
     );
   });
 

@@ -1,5 +1,6 @@
 import { constants, promises as fs, type Stats } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
+import { EngramError } from '@engram/errors/engram-error';
 
 // The read half of a job's boundary, judged on what was opened, never on a path looked at first. A path is
 // opened with O_PATH (Linux: no read access is taken, so a FIFO cannot block and a device's open() has no
@@ -19,14 +20,18 @@ export type ReadBoundary =
   /** A CLI/local job: anything, except kernel and device trees and other users' homes. */
   | { kind: 'local'; ownHome?: string };
 
-export class ReadBoundaryError extends Error {
-  override name = 'ReadBoundaryError';
-  constructor(
-    /** outside_boundary | not_regular | not_found | too_large | is_directory */
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
+export type ReadBoundaryErrorCode =
+  | 'OUTSIDE_BOUNDARY'
+  | 'NOT_REGULAR'
+  | 'NOT_FOUND'
+  | 'TOO_LARGE'
+  | 'IS_DIRECTORY';
+
+/** A read this job may not make, or of something that is not a readable file; asking again does not help. */
+export class ReadBoundaryError extends EngramError {
+  declare readonly code: ReadBoundaryErrorCode;
+  constructor(code: ReadBoundaryErrorCode, message: string) {
+    super(code, message, { retryable: false });
   }
 }
 
@@ -101,10 +106,10 @@ async function openPath(path: string): Promise<fs.FileHandle> {
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') {
-      throw new ReadBoundaryError('not_found', `${path} does not exist`);
+      throw new ReadBoundaryError('NOT_FOUND', `${path} does not exist`);
     }
     if (code === 'EACCES' || code === 'EPERM') {
-      throw new ReadBoundaryError('outside_boundary', `${path} is not readable`);
+      throw new ReadBoundaryError('OUTSIDE_BOUNDARY', `${path} is not readable`);
     }
     throw error;
   }
@@ -117,10 +122,10 @@ async function judge(boundary: ReadBoundary, path: string, handle: fs.FileHandle
     : // Without /proc/self/fd the real path is resolved by name: not race-free (documented in hosted-api.md).
       await fs.realpath(path);
   if (!insideBoundary(boundary, realPath)) {
-    throw new ReadBoundaryError('outside_boundary', `${path} is outside what this job may read`);
+    throw new ReadBoundaryError('OUTSIDE_BOUNDARY', `${path} is outside what this job may read`);
   }
   if (!stat.isFile() && !stat.isDirectory()) {
-    throw new ReadBoundaryError('not_regular', `${path} is not a regular file or a directory`);
+    throw new ReadBoundaryError('NOT_REGULAR', `${path} is not a regular file or a directory`);
   }
   return { realPath, stat };
 }
@@ -144,7 +149,7 @@ export async function readFileBounded(
   let handle: fs.FileHandle;
   try {
     entry = await judge(boundary ?? { kind: 'roots', roots: ['/'] }, path, judged);
-    if (entry.stat.isDirectory()) throw new ReadBoundaryError('is_directory', `${path} is a directory`);
+    if (entry.stat.isDirectory()) throw new ReadBoundaryError('IS_DIRECTORY', `${path} is a directory`);
     // Reopen the judged inode itself (never the name again); O_NONBLOCK in case it were a FIFO after all.
     handle = opensByDescriptor
       ? await fs.open(`${PROC_FD}/${judged.fd}`, constants.O_RDONLY | constants.O_NONBLOCK)
@@ -156,7 +161,7 @@ export async function readFileBounded(
   try {
     const reopened = await handle.stat();
     if (!reopened.isFile() || reopened.ino !== entry.stat.ino || reopened.dev !== entry.stat.dev) {
-      throw new ReadBoundaryError('not_regular', `${path} changed while it was opened`);
+      throw new ReadBoundaryError('NOT_REGULAR', `${path} changed while it was opened`);
     }
     const chunks: Buffer[] = [];
     let total = 0;
@@ -168,7 +173,7 @@ export async function readFileBounded(
       chunks.push(buf.subarray(0, bytesRead));
       total += bytesRead;
       if (total > maxBytes) {
-        throw new ReadBoundaryError('too_large', `${path} is larger than ${maxBytes} bytes`);
+        throw new ReadBoundaryError('TOO_LARGE', `${path} is larger than ${maxBytes} bytes`);
       }
     }
     return { ...entry, stat: reopened, data: Buffer.concat(chunks, total) };

@@ -147,7 +147,7 @@ describe('prepareUnattended', () => {
     const bash = off.tools.find((t) => t.name === 'Bash')!;
     await expect(
       bash.call({ command: 'ls' }, { cwd: root, readFileState: new ReadFileState(), toolUseId: 't' }),
-    ).rejects.toMatchObject({ code: 'sandbox_unavailable' });
+    ).rejects.toMatchObject({ code: 'SANDBOX_UNAVAILABLE' });
   });
 
   it('refuses to start where the sandbox is required and cannot start', async () => {

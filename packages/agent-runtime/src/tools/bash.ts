@@ -187,7 +187,7 @@ export async function executeBash(input: BashInput, ctx: ToolContext): Promise<B
   if (ctx.sandbox) {
     // Unattended: the sandbox, or nothing (the permission gate should already have said so).
     const shell = await sandboxedShell(ctx.sandbox, ctx.cwd);
-    if (!shell.ok) throw new ToolError('sandbox_unavailable', `Bash cannot run here: ${shell.reason}`);
+    if (!shell.ok) throw new ToolError('SANDBOX_UNAVAILABLE', `Bash cannot run here: ${shell.reason}`);
     wrap = shell.invocation;
     env = sandboxEnvironment(env);
   }
@@ -200,7 +200,7 @@ export async function executeBash(input: BashInput, ctx: ToolContext): Promise<B
       ...(wrap ? { wrap } : {}),
     });
   } catch (e) {
-    throw new ToolError('spawn_failed', `Could not start bash: ${(e as Error).message}`);
+    throw new ToolError('SPAWN_FAILED', `Could not start bash: ${(e as Error).message}`);
   }
 }
 

@@ -51,13 +51,13 @@ export const editTool = defineTool<EditInput>({
   isReadOnly: () => false,
   async call(input, ctx) {
     if (input.old_string === input.new_string) {
-      throw new ToolError('no_change', 'No changes to make: old_string and new_string are exactly the same.');
+      throw new ToolError('NO_CHANGE', 'No changes to make: old_string and new_string are exactly the same.');
     }
     const path = resolveToolPath(ctx.cwd, input.file_path);
     const existing = await readTextIfExists(path, ctx.readBoundary);
     if (existing === undefined) {
       if (input.old_string !== '')
-        throw new ToolError('not_found', `File does not exist: ${input.file_path}`);
+        throw new ToolError('NOT_FOUND', `File does not exist: ${input.file_path}`);
       const mtimeMs = await writeToolFile(ctx, path, input.new_string);
       return {
         content: `File created successfully at: ${input.file_path}`,
@@ -66,7 +66,7 @@ export const editTool = defineTool<EditInput>({
     }
     if (input.old_string === '') {
       if (existing.trim().length > 0) {
-        throw new ToolError('exists', 'Cannot create new file - file already exists.');
+        throw new ToolError('EXISTS', 'Cannot create new file - file already exists.');
       }
       await assertReadAndUnchanged(ctx.readFileState, path, existing);
       const mtimeMs = await writeToolFile(ctx, path, input.new_string);
@@ -78,11 +78,11 @@ export const editTool = defineTool<EditInput>({
     await assertReadAndUnchanged(ctx.readFileState, path, existing);
     const matches = countOccurrences(existing, input.old_string);
     if (matches === 0) {
-      throw new ToolError('no_match', `String to replace not found in file.\nString: ${input.old_string}`);
+      throw new ToolError('NO_MATCH', `String to replace not found in file.\nString: ${input.old_string}`);
     }
     if (matches > 1 && !input.replace_all) {
       throw new ToolError(
-        'not_unique',
+        'NOT_UNIQUE',
         `Found ${matches} matches of the string to replace, but replace_all is false. To replace all occurrences, set replace_all to true. To replace only one occurrence, please provide more context to uniquely identify the instance.\nString: ${input.old_string}`,
       );
     }

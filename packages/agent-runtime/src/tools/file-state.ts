@@ -26,12 +26,12 @@ export async function assertReadAndUnchanged(
   currentContent: string,
 ): Promise<void> {
   const record = state.get(path);
-  if (!record || record.isPartialView) throw new ToolError('not_read', NOT_READ_MESSAGE);
+  if (!record || record.isPartialView) throw new ToolError('NOT_READ', NOT_READ_MESSAGE);
   const { mtimeMs } = await fs.stat(path);
   if (mtimeMs > record.mtimeMs) {
     // mtime can move without a content change (touch, checkout); a full read's hash settles it.
     if (record.contentHash !== undefined && record.contentHash === hashContent(currentContent)) return;
-    throw new ToolError('modified_since_read', MODIFIED_SINCE_READ_MESSAGE);
+    throw new ToolError('MODIFIED_SINCE_READ', MODIFIED_SINCE_READ_MESSAGE);
   }
 }
 
@@ -54,8 +54,8 @@ export async function readTextIfExists(
     return (await readFileBounded(boundary, path, maxBytes)).data.toString('utf8');
   } catch (e) {
     if (!(e instanceof ReadBoundaryError)) throw e;
-    if (e.code === 'not_found') return undefined;
-    if (e.code === 'is_directory') throw new ToolError('is_directory', `${path} is a directory, not a file.`);
+    if (e.code === 'NOT_FOUND') return undefined;
+    if (e.code === 'IS_DIRECTORY') throw new ToolError('IS_DIRECTORY', `${path} is a directory, not a file.`);
     throw new ToolError(e.code, `Refused to read ${path} before writing it: ${e.message}.`);
   }
 }

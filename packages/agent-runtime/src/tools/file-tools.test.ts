@@ -52,9 +52,9 @@ describe('Read', () => {
 
   it('refuses binary files, directories, missing files and oversized whole-file reads', async () => {
     await writeFile(join(dir, 'blob.dat'), Buffer.from([1, 0, 2, 3]));
-    await expect(read({ file_path: join(dir, 'blob.dat') })).rejects.toMatchObject({ code: 'binary' });
-    await expect(read({ file_path: dir })).rejects.toMatchObject({ code: 'is_directory' });
-    await expect(read({ file_path: join(dir, 'nope.txt') })).rejects.toMatchObject({ code: 'not_found' });
+    await expect(read({ file_path: join(dir, 'blob.dat') })).rejects.toMatchObject({ code: 'BINARY' });
+    await expect(read({ file_path: dir })).rejects.toMatchObject({ code: 'IS_DIRECTORY' });
+    await expect(read({ file_path: join(dir, 'nope.txt') })).rejects.toMatchObject({ code: 'NOT_FOUND' });
     const big = join(dir, 'big.txt');
     await writeFile(big, 'x'.repeat(MAX_READ_FILE_BYTES + 1));
     await expect(read({ file_path: big })).rejects.toThrow(/exceeds maximum allowed size/);
@@ -158,10 +158,10 @@ describe('Edit', () => {
     await writeFile(path, 'abc');
     await read({ file_path: path });
     await expect(edit({ file_path: path, old_string: 'zzz', new_string: 'y' })).rejects.toMatchObject({
-      code: 'no_match',
+      code: 'NO_MATCH',
     });
     await expect(edit({ file_path: path, old_string: 'abc', new_string: 'abc' })).rejects.toMatchObject({
-      code: 'no_change',
+      code: 'NO_CHANGE',
     });
   });
 
@@ -170,7 +170,7 @@ describe('Edit', () => {
     await edit({ file_path: path, old_string: '', new_string: 'hello' });
     expect(await readFile(path, 'utf8')).toBe('hello');
     await expect(edit({ file_path: path, old_string: '', new_string: 'again' })).rejects.toMatchObject({
-      code: 'exists',
+      code: 'EXISTS',
     });
   });
 

@@ -58,7 +58,7 @@ export const globTool = defineTool<GlobInput>({
     try {
       held = await holdSearchRoot(ctx.readBoundary, walkRoot, walkRoot, true);
     } catch (e) {
-      if (e instanceof ToolError && (e.code === 'not_found' || e.code === 'not_directory')) {
+      if (e instanceof ToolError && (e.code === 'NOT_FOUND' || e.code === 'NOT_DIRECTORY')) {
         return { content: 'No files found' };
       }
       throw e;

@@ -101,7 +101,7 @@ export function fileFilter(glob: string | undefined, type: string | undefined): 
     const globs = FILE_TYPES[type];
     if (!globs) {
       throw new ToolError(
-        'unknown_type',
+        'UNKNOWN_TYPE',
         `Unknown file type "${type}". Known: ${Object.keys(FILE_TYPES).join(', ')}.`,
       );
     }
@@ -228,9 +228,9 @@ async function grepHeld(
   if (run.code === 2 && run.stdout === '') {
     const message = run.stderr.trim();
     if (/regex parse error|error parsing regex|regex.*(too big|size limit)/i.test(message)) {
-      throw new ToolError('invalid_pattern', `Invalid regular expression: ${message}`);
+      throw new ToolError('INVALID_PATTERN', `Invalid regular expression: ${message}`);
     }
-    throw new ToolError('grep_failed', `ripgrep failed: ${message || 'exit status 2'}`);
+    throw new ToolError('GREP_FAILED', `ripgrep failed: ${message || 'exit status 2'}`);
   }
   const notes: string[] = [];
   if (run.timedOut) {

@@ -69,21 +69,21 @@ export function formatNumberedLines(lines: readonly string[], firstLineNumber: n
 
 function readError(e: ReadBoundaryError, filePath: string, cap: number, image: boolean): ToolError {
   switch (e.code) {
-    case 'not_found':
-      return new ToolError('not_found', `File does not exist: ${filePath}`);
-    case 'is_directory':
-      return new ToolError('is_directory', `${filePath} is a directory. Use Bash ls or Glob to list it.`);
-    case 'too_large':
+    case 'NOT_FOUND':
+      return new ToolError('NOT_FOUND', `File does not exist: ${filePath}`);
+    case 'IS_DIRECTORY':
+      return new ToolError('IS_DIRECTORY', `${filePath} is a directory. Use Bash ls or Glob to list it.`);
+    case 'TOO_LARGE':
       return image
-        ? new ToolError('too_large', `Image is larger than the maximum of ${cap} bytes.`)
+        ? new ToolError('TOO_LARGE', `Image is larger than the maximum of ${cap} bytes.`)
         : new ToolError(
-            'too_large',
+            'TOO_LARGE',
             `File content exceeds maximum allowed size (${Math.round(cap / 1024)}KB). Use offset and limit to read specific portions of the file, or use Grep to search for specific content.`,
           );
-    case 'not_regular':
-      return new ToolError('not_regular', `${filePath} is not a regular file; Read only reads files.`);
+    case 'NOT_REGULAR':
+      return new ToolError('NOT_REGULAR', `${filePath} is not a regular file; Read only reads files.`);
     default:
-      return new ToolError('outside_boundary', `Refused to read ${filePath}: ${e.message}.`);
+      return new ToolError('OUTSIDE_BOUNDARY', `Refused to read ${filePath}: ${e.message}.`);
   }
 }
 
@@ -128,7 +128,7 @@ export const readTool = defineTool<ReadInput>({
     }
     if (BINARY_EXTENSIONS.has(ext) || looksBinary(buffer)) {
       throw new ToolError(
-        'binary',
+        'BINARY',
         `${input.file_path} is a binary file; Read only handles text and images.`,
       );
     }
@@ -162,7 +162,7 @@ export const readTool = defineTool<ReadInput>({
     const tokens = estimateTokens(output);
     if (tokens > MAX_READ_OUTPUT_TOKENS) {
       throw new ToolError(
-        'too_large',
+        'TOO_LARGE',
         `File content (${tokens} tokens) exceeds maximum allowed tokens (${MAX_READ_OUTPUT_TOKENS}). Use offset and limit to read specific portions of the file, or use Grep to search for specific content.`,
       );
     }

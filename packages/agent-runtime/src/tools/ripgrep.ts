@@ -46,7 +46,7 @@ export async function locateRipgrep(env: NodeJS.ProcessEnv = process.env): Promi
   if (configured) {
     if (executable(configured)) return configured;
     throw new ToolError(
-      'ripgrep_not_found',
+      'RIPGREP_NOT_FOUND',
       `${RIPGREP_PATH_ENV}=${configured} is not an executable file. Point it at ripgrep's rg binary or unset it.`,
     );
   }
@@ -56,7 +56,7 @@ export async function locateRipgrep(env: NodeJS.ProcessEnv = process.env): Promi
     if (dir && executable(join(dir, 'rg'))) return join(dir, 'rg');
   }
   throw new ToolError(
-    'ripgrep_not_found',
+    'RIPGREP_NOT_FOUND',
     'Grep needs ripgrep, which was not found: reinstall with optional dependencies (npm ci installs ' +
       "@vscode/ripgrep's binary for this platform), or install the system package (apt-get install ripgrep, " +
       `brew install ripgrep), or set ${RIPGREP_PATH_ENV} to an rg binary.`,
@@ -154,7 +154,7 @@ export function runRipgrep(
     child.on('error', (e) => {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
-      reject(new ToolError('ripgrep_failed', `Could not run ripgrep (${rg}): ${e.message}`));
+      reject(new ToolError('RIPGREP_FAILED', `Could not run ripgrep (${rg}): ${e.message}`));
     });
     child.on('close', (code) => {
       clearTimeout(timer);

@@ -131,7 +131,7 @@ describe('Grep', () => {
   });
 
   it('reports bad patterns and no matches plainly', async () => {
-    await expect(grep({ pattern: '(' })).rejects.toMatchObject({ code: 'invalid_pattern' });
+    await expect(grep({ pattern: '(' })).rejects.toMatchObject({ code: 'INVALID_PATTERN' });
     expect((await grep({ pattern: 'zzz_nope' })).content).toBe('No files found');
   });
 
@@ -161,7 +161,7 @@ describe('Grep', () => {
   it('refuses a FIFO as the search root instead of blocking on it', async () => {
     const fifo = join(dir, 'never-written');
     execFileSync('mkfifo', [fifo]);
-    await expect(grep({ pattern: 'x', path: fifo })).rejects.toMatchObject({ code: 'not_regular' });
+    await expect(grep({ pattern: 'x', path: fifo })).rejects.toMatchObject({ code: 'NOT_REGULAR' });
   });
 
   it('stops a search that outlives its time bound and says the result is incomplete', async () => {
@@ -192,7 +192,7 @@ describe('Grep', () => {
     await expect(
       runGrep(input, ctx, { env: { ENGRAM_RIPGREP_PATH: join(dir, 'no-such-rg') } }),
     ).rejects.toMatchObject({
-      code: 'ripgrep_not_found',
+      code: 'RIPGREP_NOT_FOUND',
       message: expect.stringMatching(/ENGRAM_RIPGREP_PATH/),
     });
   });

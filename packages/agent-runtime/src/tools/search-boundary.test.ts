@@ -70,13 +70,13 @@ describe('Grep behind the read boundary', () => {
   });
 
   it("refuses another tenant's workspace, a file in it, and a root that is a symlink to it", async () => {
-    expect(await refusal(grep(tenant, { pattern: 'TOKEN', path: theirs }))).toBe('outside_boundary');
+    expect(await refusal(grep(tenant, { pattern: 'TOKEN', path: theirs }))).toBe('OUTSIDE_BOUNDARY');
     expect(await refusal(grep(tenant, { pattern: 'TOKEN', path: join(theirs, 'secret.md') }))).toBe(
-      'outside_boundary',
+      'OUTSIDE_BOUNDARY',
     );
-    expect(await refusal(grep(tenant, { pattern: 'TOKEN', path: 'root-link' }))).toBe('outside_boundary');
+    expect(await refusal(grep(tenant, { pattern: 'TOKEN', path: 'root-link' }))).toBe('OUTSIDE_BOUNDARY');
     expect(await refusal(grep(tenant, { pattern: 'TOKEN', path: 'notes/file-link.md' }))).toBe(
-      'outside_boundary',
+      'OUTSIDE_BOUNDARY',
     );
     // Positive control: without a boundary (the test's own process) the same link is searched.
     expect(await grep(undefined, { pattern: 'TOKEN', path: 'root-link' })).toContain('secret.md');
@@ -90,9 +90,9 @@ describe('Grep behind the read boundary', () => {
         `/proc/${process.pid}`,
         '/proc',
       ]) {
-        expect(await refusal(grep(boundary, { pattern: 'PATH=', path }))).toBe('outside_boundary');
+        expect(await refusal(grep(boundary, { pattern: 'PATH=', path }))).toBe('OUTSIDE_BOUNDARY');
       }
-      expect(await refusal(grep(boundary, { pattern: 'x', path: '/sys/kernel' }))).toBe('outside_boundary');
+      expect(await refusal(grep(boundary, { pattern: 'x', path: '/sys/kernel' }))).toBe('OUTSIDE_BOUNDARY');
     }
     // The CLI boundary still searches the operator's ordinary files (positive control).
     expect(await grep(local, { pattern: 'TOKEN', path: mine })).toContain('own.md');
@@ -106,28 +106,28 @@ describe('Glob behind the read boundary', () => {
   });
 
   it("refuses another tenant's directory, a symlinked root, and patterns whose base leaves the tenant", async () => {
-    expect(await refusal(glob(tenant, { pattern: '**', path: theirs }))).toBe('outside_boundary');
-    expect(await refusal(glob(tenant, { pattern: '**', path: 'root-link' }))).toBe('outside_boundary');
-    expect(await refusal(glob(tenant, { pattern: '../tenant-b/**/*.md' }))).toBe('outside_boundary');
-    expect(await refusal(glob(tenant, { pattern: `${theirs}/**` }))).toBe('outside_boundary');
-    expect(await refusal(glob(tenant, { pattern: 'root-link/**' }))).toBe('outside_boundary');
+    expect(await refusal(glob(tenant, { pattern: '**', path: theirs }))).toBe('OUTSIDE_BOUNDARY');
+    expect(await refusal(glob(tenant, { pattern: '**', path: 'root-link' }))).toBe('OUTSIDE_BOUNDARY');
+    expect(await refusal(glob(tenant, { pattern: '../tenant-b/**/*.md' }))).toBe('OUTSIDE_BOUNDARY');
+    expect(await refusal(glob(tenant, { pattern: `${theirs}/**` }))).toBe('OUTSIDE_BOUNDARY');
+    expect(await refusal(glob(tenant, { pattern: 'root-link/**' }))).toBe('OUTSIDE_BOUNDARY');
     // Positive control: the same symlinked root with no boundary lists the linked files.
     expect(await glob(undefined, { pattern: '**', path: 'root-link' })).toContain('secret.md');
   });
 
   it('refuses /proc, /sys and /dev for a tenant and for a CLI job', async () => {
     for (const boundary of [tenant, local]) {
-      expect(await refusal(glob(boundary, { pattern: '/proc/self/*' }))).toBe('outside_boundary');
+      expect(await refusal(glob(boundary, { pattern: '/proc/self/*' }))).toBe('OUTSIDE_BOUNDARY');
       expect(await refusal(glob(boundary, { pattern: '*', path: `/proc/${process.pid}` }))).toBe(
-        'outside_boundary',
+        'OUTSIDE_BOUNDARY',
       );
-      expect(await refusal(glob(boundary, { pattern: '/dev/*' }))).toBe('outside_boundary');
+      expect(await refusal(glob(boundary, { pattern: '/dev/*' }))).toBe('OUTSIDE_BOUNDARY');
     }
     expect(await glob(local, { pattern: '**/*.md', path: mine })).toContain('own.md');
   });
 
   it('a Glob root that is a file is refused as not a directory', async () => {
-    expect(await refusal(glob(tenant, { pattern: '*', path: 'notes/own.md' }))).toBe('not_directory');
+    expect(await refusal(glob(tenant, { pattern: '*', path: 'notes/own.md' }))).toBe('NOT_DIRECTORY');
   });
 });
 

@@ -20,16 +20,16 @@ const ANY_PATH: ReadBoundary = { kind: 'roots', roots: ['/'] };
 
 function searchRootError(e: unknown, shown: string, directoryOnly: boolean): unknown {
   if (!(e instanceof ReadBoundaryError)) return e;
-  if (e.code === 'not_found') {
-    return new ToolError('not_found', `${directoryOnly ? 'Directory' : 'Path'} does not exist: ${shown}`);
+  if (e.code === 'NOT_FOUND') {
+    return new ToolError('NOT_FOUND', `${directoryOnly ? 'Directory' : 'Path'} does not exist: ${shown}`);
   }
-  if (e.code === 'not_regular') {
+  if (e.code === 'NOT_REGULAR') {
     return new ToolError(
-      'not_regular',
+      'NOT_REGULAR',
       `${shown} is not a regular file or a directory; refused to search it.`,
     );
   }
-  return new ToolError('outside_boundary', `Refused to search ${shown}: ${e.message}.`);
+  return new ToolError('OUTSIDE_BOUNDARY', `Refused to search ${shown}: ${e.message}.`);
 }
 
 /** The judged search root: `directoryOnly` refuses a file (Glob); `shown` is the path as the model gave it. */
@@ -62,7 +62,7 @@ export async function holdSearchRoot(
   }
   if (directoryOnly && !held.stat.isDirectory()) {
     await held.handle.close();
-    throw new ToolError('not_directory', `Path is not a directory: ${shown}`);
+    throw new ToolError('NOT_DIRECTORY', `Path is not a directory: ${shown}`);
   }
   return held;
 }

@@ -79,8 +79,8 @@ async function race(name: string, attempts: number, call: () => Promise<string>)
       } catch (e) {
         if (!(e instanceof ToolError)) throw e;
         // rg's error for a directory that turned into a link while it was listing it: found nothing.
-        if (e.code === 'grep_failed') tally.other++;
-        else if (e.code === 'outside_boundary') tally.refused++;
+        if (e.code === 'GREP_FAILED') tally.other++;
+        else if (e.code === 'OUTSIDE_BOUNDARY') tally.refused++;
         else throw e;
         continue;
       }

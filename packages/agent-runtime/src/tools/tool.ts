@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import { z } from 'zod';
 import type { ImageBlock, TextBlock, ToolDefinition } from '../model/types.js';
 import type { ReadBoundary } from '../sandbox/read-boundary.js';
@@ -134,13 +135,13 @@ export type CanUseTool = (
 export const allowAll: CanUseTool = () => ({ behavior: 'allow' });
 
 /** A tool's own failure (bad input for the file at hand, stale read, …): reported to the model as is_error. */
-export class ToolError extends Error {
-  override name = 'ToolError';
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
+/**
+ * A tool call that failed in a way the model can act on (its message goes back as the tool result). Not
+ * retryable: the same call with the same input fails again; the model changes the call instead.
+ */
+export class ToolError extends EngramError {
+  constructor(code: string, message: string) {
+    super(code, message, { retryable: false });
   }
 }
 

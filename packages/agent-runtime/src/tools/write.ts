@@ -59,7 +59,7 @@ function writeRootOf(roots: readonly string[], path: string): string {
   }
   if (best === undefined) {
     throw new ToolError(
-      'outside_root',
+      'OUTSIDE_ROOT',
       `Refused to write ${path}: it is outside the directories this session may write.`,
     );
   }
