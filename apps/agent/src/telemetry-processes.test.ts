@@ -10,7 +10,7 @@ import { type ModelServer, startModelServer } from '@engram/testkit/model-server
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '@engram/testkit/otlp-receiver';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { assertBuilt, ENGRAM_BIN, isFork } from './cli.test-helpers.js';
+import { assertBuilt, ENGRAM_BIN, engram, isFork } from './cli.test-helpers.js';
 
 // One trace across processes: `engram serve` and `engram workers` run as separate processes from the built
 // CLI, each with its own Node SDK configured only by OTEL_* in its environment, exporting OTLP/HTTP (JSON) to a
@@ -113,6 +113,8 @@ interface StackRun {
   /** The workers' `/readyz` puts it under `details`. */
   workersReady: { details: { telemetry: { enabled: boolean; serviceName?: string } } };
   workerLines: Array<Record<string, unknown>>;
+  /** `engram doctor --json`'s telemetry check, in the same environment. */
+  doctor: { ok: boolean; detail: string } | undefined;
   serve: Proc;
   workers: Proc;
 }
@@ -158,6 +160,11 @@ async function servedTurn(label: string, otel: Record<string, string>): Promise<
   const serveReady = (await (await fetch(`${serveUrl}/readyz`)).json()) as StackRun['serveReady'];
   const workersReady = (await (await fetch(`${workersUrl}/readyz`)).json()) as StackRun['workersReady'];
 
+  const doctorRun = await engram(['doctor', '--json'], { env, timeoutMs: 60_000 });
+  const doctor = (
+    JSON.parse(doctorRun.stdout).checks as Array<{ name: string; ok: boolean; detail: string }>
+  ).find((c) => c.name === 'telemetry');
+
   const post = (path: string, body: unknown) =>
     fetch(`${serveUrl}${path}`, {
       method: 'POST',
@@ -185,7 +192,7 @@ async function servedTurn(label: string, otel: Record<string, string>): Promise<
     () => (lines().some((l) => l.msg === 'job completed') ? true : undefined),
     [workers],
   );
-  return { serveReady, workersReady, workerLines: lines(), serve, workers };
+  return { serveReady, workersReady, workerLines: lines(), doctor, serve, workers };
 }
 
 function ancestorsOf(span: ReceivedSpan, all: ReceivedSpan[]): ReceivedSpan[] {
@@ -200,6 +207,7 @@ describe('telemetry across processes: engram serve and engram workers', () => {
     const run = await servedTurn('off', {});
     expect(run.serveReady.telemetry).toMatchObject({ enabled: false });
     expect(run.workersReady.details.telemetry).toMatchObject({ enabled: false });
+    expect(run.doctor?.detail).toMatch(/^off \(/);
     const completed = run.workerLines.find((l) => l.msg === 'job completed');
     expect(completed).toBeDefined();
     expect(completed).not.toHaveProperty('trace_id');
@@ -220,7 +228,11 @@ describe('telemetry across processes: engram serve and engram workers', () => {
     expect(run.workersReady.details.telemetry).toMatchObject({
       enabled: true,
       serviceName: 'engram-workers',
+      endpoint: receiver.url,
+      protocol: 'http/json',
     });
+    expect(run.doctor).toMatchObject({ ok: true });
+    expect(run.doctor?.detail).toContain(`on as engram-serve → ${receiver.url} (http/json; traces: otlp`);
     // Each process exports on its batch processors' schedule (100 ms here), the model thread too.
     let spans: ReceivedSpan[] = [];
     await waitFor(
