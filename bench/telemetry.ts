@@ -13,7 +13,9 @@
 // cores is mostly waiting for a CPU, so the serving child's own CPU time is measured too (process.cpuUsage over
 // the IPC channel, per batch and for the whole run): it holds everything telemetry adds — span work on the
 // turn's path and the exporter's serialisation and HTTP on its 5 s schedule — and little of the machine's load.
-// Run: npm run bench:telemetry -w @engram/bench   (BENCH_ROUNDS, BENCH_TURNS, BENCH_OTEL_PROTOCOL)
+// Run: npm run bench:telemetry -w @engram/bench   (BENCH_ROUNDS, BENCH_TURNS, BENCH_OTEL_PROTOCOL; and
+// BENCH_OFF_ASYNC_CONTEXT=1 to give the off side an AsyncLocalStorage too, which splits the cost into Node's
+// async context tracking and the rest)
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -40,6 +42,12 @@ interface ChildHello {
 
 /** A child: one `engram serve` (and its scripted model) in this process, until stdin closes. */
 async function child(): Promise<void> {
+  if (process.env.BENCH_CHILD_ASYNC_CONTEXT === '1') {
+    // The decomposition run: this side enables an AsyncLocalStorage (the SDK's context manager is one), so
+    // Node's async context tracking costs both sides alike and the difference left is span work and export.
+    const { AsyncLocalStorage } = await import('node:async_hooks');
+    new AsyncLocalStorage<boolean>().enterWith(true);
+  }
   const { startTelemetry } = await import('@engram/telemetry/setup');
   const telemetry = await startTelemetry('serve');
   const { startModelServer } = await import('@engram/testkit/model-server');
@@ -153,7 +161,11 @@ async function main(): Promise<void> {
   const cpuRatios: number[] = [];
   const cpuTotal = { off: 0, on: 0 };
   try {
-    const offSide = await startChild({ ...base, BENCH_DIR: join(dir, 'off') });
+    const offSide = await startChild({
+      ...base,
+      BENCH_DIR: join(dir, 'off'),
+      ...(process.env.BENCH_OFF_ASYNC_CONTEXT === '1' ? { BENCH_CHILD_ASYNC_CONTEXT: '1' } : {}),
+    });
     sides.push(offSide);
     const onSide = await startChild({
       ...base,
