@@ -101,7 +101,15 @@ function startChild(env: Record<string, string>): Promise<Side> {
   return new Promise((resolve, reject) => {
     const p = spawn(
       process.execPath,
-      ['--conditions=source', '--import', 'tsx', fileURLToPath(import.meta.url), '--child'],
+      [
+        // BENCH_CPU_PROF=<dir>: each child writes a V8 CPU profile there when it exits.
+        ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
+        '--conditions=source',
+        '--import',
+        'tsx',
+        fileURLToPath(import.meta.url),
+        '--child',
+      ],
       { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit', 'ipc'] },
     );
     const lines = createInterface({ input: p.stdout! });
