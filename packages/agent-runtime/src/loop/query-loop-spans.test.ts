@@ -31,6 +31,7 @@ describe('runQueryLoop: execute_tool spans', () => {
         text('Reading, then writing.'),
         toolUse('Read', { file_path: join(bed.dir, 'notes.txt') }, 'toolu_read1'),
         toolUse('Write', { file_path: join(bed.dir, 'out.txt'), content: 'x' }, 'toolu_write1'),
+        toolUse(`Nope${'x'.repeat(200)}`, {}, 'toolu_nope1'),
       ),
       textReply('Done.'),
     );
@@ -86,6 +87,11 @@ describe('runQueryLoop: execute_tool spans', () => {
     expect(read!.attributes['error.type']).toBeUndefined();
     expect(write!.status.code).toBe(2);
     expect(write!.attributes['error.type']).toBe('permission_denied');
+    // A tool the loop does not have: no span name from the model's text, a bounded attribute, a tool error.
+    const unknown = spans.find((s) => s.attributes['gen_ai.tool.call.id'] === 'toolu_nope1');
+    expect(unknown).toMatchObject({ name: 'execute_tool', attributes: { 'error.type': 'tool_error' } });
+    expect(unknown!.attributes['gen_ai.tool.name']).toBe(`Nope${'x'.repeat(60)}`);
+    expect(unknown!.parentSpanContext?.spanId).toBe(fork.spanContext().spanId);
     expect(JSON.stringify(bed.server.messageRequests().at(-1)!.body.messages)).toContain(
       'Writes are not allowed here.',
     );

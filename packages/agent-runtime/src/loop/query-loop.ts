@@ -342,13 +342,16 @@ function errorOutcome(toolUseId: string, text: string): CallOutcome {
  * its tool_result. With telemetry off the tracer is a no-op.
  */
 function runToolCall(call: ToolUseBlock, env: ToolRunEnv): Promise<CallOutcome> {
+  // The name is the model's: a tool this loop does not have names no span (a bounded attribute only), so
+  // model output cannot mint span names.
+  const known = env.toolsByName.has(call.name);
   return inSpan(
-    `execute_tool ${call.name}`,
+    known ? `execute_tool ${call.name}` : 'execute_tool',
     {
       attributes: {
         'gen_ai.operation.name': 'execute_tool',
-        'gen_ai.tool.name': call.name,
-        'gen_ai.tool.call.id': call.id,
+        'gen_ai.tool.name': known ? call.name : call.name.slice(0, 64),
+        'gen_ai.tool.call.id': call.id.slice(0, 64),
         'gen_ai.tool.type': 'function',
       },
     },
