@@ -13,6 +13,7 @@ describe('startTelemetry, unconfigured', () => {
       const handle = await startTelemetry('serve', { OTEL_SERVICE_NAME: 'ignored' });
       expect(handle.settings.enabled).toBe(false);
       expect(handle.bullmq).toBeUndefined();
+      expect(handle.logSink).toBeUndefined();
       expect(activeTelemetry()).toBe(handle);
       // No provider registered: the global tracer provider is still the API's proxy with no delegate.
       const proxy = trace.getTracerProvider() as { getDelegate?(): object };

@@ -1,4 +1,5 @@
 import type { BullMQOtel } from 'bullmq-otel';
+import { type LineSink, pinoLineSink } from './logs.js';
 import { scopeSpanProcessor } from './scope.js';
 import { type ProcessKind, type TelemetrySettings, telemetrySettings } from './settings.js';
 
@@ -11,6 +12,11 @@ export interface TelemetryHandle {
   readonly settings: TelemetrySettings;
   /** BullMQ's `telemetry` option for every Queue and Worker of this process; undefined when off. */
   readonly bullmq: BullMQOtel | undefined;
+  /**
+   * Where a pino logger also writes its lines when log records are exported (OTEL_LOGS_EXPORTER not `none`):
+   * each becomes an OpenTelemetry log record with the active trace context. Undefined when off.
+   */
+  readonly logSink: LineSink | undefined;
   /** Exports what is buffered (a CLI turn's spans before exit). */
   flush(): Promise<void>;
   shutdown(): Promise<void>;
@@ -19,6 +25,7 @@ export interface TelemetryHandle {
 const OFF = (settings: TelemetrySettings): TelemetryHandle => ({
   settings,
   bullmq: undefined,
+  logSink: undefined,
   flush: async () => {},
   shutdown: async () => {},
 });
@@ -71,15 +78,25 @@ export async function startTelemetry(
     instrumentations: [],
   });
   sdk.start();
-  const { trace, metrics } = await import('@opentelemetry/api');
+  const [{ trace, metrics }, { logs }] = await Promise.all([
+    import('@opentelemetry/api'),
+    import('@opentelemetry/api-logs'),
+  ]);
   const bullmq = new BullMQOtel({ tracerName: 'bullmq', version: BULLMQ_SCOPE_VERSION });
   current = {
     settings,
     bullmq,
+    // The SDK registered a logger provider from OTEL_LOGS_EXPORTER (none when it says `none`).
+    logSink: settings.logs.length > 0 ? pinoLineSink(logs.getLogger('engram')) : undefined,
     async flush() {
       const provider = trace.getTracerProvider() as { getDelegate?(): { forceFlush?(): Promise<void> } };
       const meters = metrics.getMeterProvider() as { forceFlush?(): Promise<void> };
-      await Promise.allSettled([provider.getDelegate?.().forceFlush?.(), meters.forceFlush?.()]);
+      const loggers = logs.getLoggerProvider() as { forceFlush?(): Promise<void> };
+      await Promise.allSettled([
+        provider.getDelegate?.().forceFlush?.(),
+        meters.forceFlush?.(),
+        loggers.forceFlush?.(),
+      ]);
     },
     async shutdown() {
       await sdk.shutdown().catch(() => {});

@@ -49,4 +49,4 @@ export function traceLogFields(): { trace_id?: string; span_id?: string } {
   return { trace_id: traceId, span_id: spanId };
 }
 
-export { SpanKind };
+export { SpanKind, SpanStatusCode };

@@ -16,9 +16,22 @@ export interface ReceivedSpan {
   attributes: Record<string, unknown>;
 }
 
+export interface ReceivedLog {
+  /** Empty when the record was emitted outside any span. */
+  traceId: string;
+  spanId: string;
+  severityText: string;
+  body: unknown;
+  scope: string;
+  service: string;
+  attributes: Record<string, unknown>;
+}
+
 export interface OtlpReceiver {
   url: string;
   spans(): ReceivedSpan[];
+  /** Log records posted to `/v1/logs` (http/json). */
+  logs(): ReceivedLog[];
   /** Export requests per path (`/v1/traces`, `/v1/metrics`, …). */
   requests(): Map<string, number>;
   close(): Promise<void>;
@@ -44,6 +57,7 @@ function attrs(list: { key: string; value: AnyValue }[] = []): Record<string, un
 
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
+  const logs: ReceivedLog[] = [];
   const requests = new Map<string, number>();
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -72,6 +86,26 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
           }
         }
       }
+      if (path === '/v1/logs' && String(req.headers['content-type']).includes('json')) {
+        // biome-ignore lint/suspicious/noExplicitAny: the OTLP JSON export request
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as any;
+        for (const rl of body.resourceLogs ?? []) {
+          const service = String(attrs(rl.resource?.attributes)['service.name'] ?? '');
+          for (const sl of rl.scopeLogs ?? []) {
+            for (const l of sl.logRecords ?? []) {
+              logs.push({
+                traceId: l.traceId ?? '',
+                spanId: l.spanId ?? '',
+                severityText: l.severityText ?? '',
+                body: l.body ? anyValue(l.body) : undefined,
+                scope: sl.scope?.name ?? '',
+                service,
+                attributes: attrs(l.attributes),
+              });
+            }
+          }
+        }
+      }
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end('{}');
     });
@@ -81,6 +115,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   return {
     url: `http://127.0.0.1:${port}`,
     spans: () => [...spans],
+    logs: () => [...logs],
     requests: () => new Map(requests),
     close: () =>
       new Promise<void>((resolve) => {

@@ -1,3 +1,4 @@
+import { inSpan, SpanStatusCode } from '@engram/telemetry/spans';
 import type { ModelClient, ModelRequest, ModelResponse, TextDelta, Usage } from '../model/client.js';
 import { addUsage, EMPTY_USAGE, usageToApi } from '../model/client.js';
 import { ModelAbortedError } from '../model/errors.js';
@@ -334,7 +335,39 @@ function errorOutcome(toolUseId: string, text: string): CallOutcome {
   return { block: { type: 'tool_result', tool_use_id: toolUseId, content: text, is_error: true } };
 }
 
-async function runToolCall(call: ToolUseBlock, env: ToolRunEnv): Promise<CallOutcome> {
+/**
+ * One tool call as an OpenTelemetry span, per the gen_ai conventions (`execute_tool <name>`): the job's
+ * tenant and project reach it from the scope processor, like every span started inside a job. A call that
+ * answers with an error (refused, invalid input, a failing tool) is an error span; the model still sees
+ * its tool_result. With telemetry off the tracer is a no-op.
+ */
+function runToolCall(call: ToolUseBlock, env: ToolRunEnv): Promise<CallOutcome> {
+  // The name is the model's: a tool this loop does not have names no span (a bounded attribute only), so
+  // model output cannot mint span names.
+  const known = env.toolsByName.has(call.name);
+  return inSpan(
+    known ? `execute_tool ${call.name}` : 'execute_tool',
+    {
+      attributes: {
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': known ? call.name : call.name.slice(0, 64),
+        'gen_ai.tool.call.id': call.id.slice(0, 64),
+        'gen_ai.tool.type': 'function',
+      },
+    },
+    async (span) => {
+      const outcome = await runToolCallUntraced(call, env);
+      if (outcome.block.is_error) {
+        const type = outcome.denied ? 'permission_denied' : 'tool_error';
+        span.setStatus({ code: SpanStatusCode.ERROR, message: type });
+        span.setAttribute('error.type', type);
+      }
+      return outcome;
+    },
+  );
+}
+
+async function runToolCallUntraced(call: ToolUseBlock, env: ToolRunEnv): Promise<CallOutcome> {
   const tool = env.toolsByName.get(call.name);
   if (!tool) return errorOutcome(call.id, toolErrorText(`Error: No such tool available: ${call.name}`));
   const parsed = tool.inputSchema.safeParse(call.input);
