@@ -310,9 +310,17 @@ program
   .command('mcp')
   .description("MCP server over stdio for this project's memories (search, list, read, save, forget)")
   .option('--cwd <dir>', 'project directory')
-  .action(async (opts) =>
-    setExit(await (await import('../commands/mcp.js')).mcpCommand(config(), { cwd: cwdOf(opts) })),
-  );
+  .option(
+    '--claude-code',
+    "serve Claude Code's memory: ENGRAM_HOME defaults to CLAUDE_CONFIG_DIR or ~/.claude, as for `engram hook`",
+  )
+  .action(async (opts) => {
+    const { claudeHome } = await import('../commands/claude-home.js');
+    const cfg = opts.claudeCode
+      ? loadAgentConfig({ ...process.env, ENGRAM_HOME: process.env.ENGRAM_HOME || claudeHome() })
+      : config();
+    setExit(await (await import('../commands/mcp.js')).mcpCommand(cfg, { cwd: cwdOf(opts) }));
+  });
 
 program
   .command('serve')

@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { claudeHome } from './claude-home.js';
 
 // The lean entry of `engram hook <event>` (bin/engram.js routes `hook` here before loading the CLI): Claude
 // Code waits for every hook, so the foreground loads nothing but Node's own modules until it knows there is
@@ -15,13 +16,9 @@ const EVENTS = ['SessionStart', 'UserPromptSubmit', 'Stop', 'PreCompact', 'Sessi
 const BACKGROUND_EVENTS = new Set(['Stop', 'PreCompact', 'SessionEnd']);
 export const BACKGROUND_FLAG = '--engram-background';
 
-function claudeHomeOf(env: NodeJS.ProcessEnv): string {
-  return resolve(env.CLAUDE_CONFIG_DIR || join(env.HOME || '/', '.claude'));
-}
-
 /** Where a background hook says what it did (its stdio is detached from Claude Code). */
 export function hookLogPath(env: NodeJS.ProcessEnv = process.env): string {
-  return env.ENGRAM_HOOK_LOG || join(env.ENGRAM_HOME || claudeHomeOf(env), 'engram-hooks.log');
+  return env.ENGRAM_HOOK_LOG || join(env.ENGRAM_HOME || claudeHome(env), 'engram-hooks.log');
 }
 
 async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
@@ -105,7 +102,7 @@ export async function hookMain(
     : { out: io.out, err: io.err };
   try {
     const { loadAgentConfig } = await import('../config.js');
-    const { claudeHome, hookCommand } = await import('./hook.js');
+    const { hookCommand } = await import('./hook.js');
     let cfg: Awaited<ReturnType<typeof loadAgentConfig>>;
     try {
       // Hooks serve Claude Code: its config directory is the memory home unless ENGRAM_HOME says otherwise.

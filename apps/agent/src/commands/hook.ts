@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
@@ -14,10 +13,9 @@ import {
 } from '@engram/memory-core/hooks/claude-code-hook';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { collectSurfacedMemories, prefetchSkipReason } from '@engram/memory-core/recall/prefetch';
-import { redactSecrets } from '@engram/memory-core/security/secret-scanner';
-import { capRecallQuery, type RecallResult } from '@engram/queue/jobs/recall';
 import type { AgentConfig } from '../config.js';
 import { MemoryQueue, type SessionRef } from '../memory/memory-queue.js';
+import { awaitRecall } from '../memory/queued-recall.js';
 import { EXIT, type Output } from './output.js';
 
 // `engram hook <event>`: Claude Code's hook commands. Claude Code's home is Engram's home here (ENGRAM_HOME
@@ -30,9 +28,7 @@ const STOP_SETTLE_MS = 600;
 /** How long UserPromptSubmit waits for the recall selector before answering with nothing. */
 const RECALL_WAIT_MS = 4_000;
 
-export function claudeHome(env: NodeJS.ProcessEnv = process.env): string {
-  return resolve(env.CLAUDE_CONFIG_DIR || join(env.HOME || homedir(), '.claude'));
-}
+export { claudeHome } from './claude-home.js';
 
 export async function readStdin(stream: NodeJS.ReadableStream = process.stdin): Promise<string> {
   const chunks: Buffer[] = [];
@@ -198,38 +194,22 @@ async function userPromptSubmit(memory: MemoryQueue, ref: SessionRef, input: Hoo
   const surfaced = collectSurfacedMemories(chain);
   const skip = prefetchSkipReason(prompt, surfaced.bytes);
   if (skip) return { stdout: '', note: '' };
-  const queued = await memory.enqueue('recall', {
-    sessionId: ref.sessionId,
-    ...memory.projectRef(ref),
-    query: capRecallQuery(redactSecrets(prompt)),
-    alreadySurfaced: [...surfaced.paths].slice(-400),
-    alreadyRead: [],
-    recentTools: [],
-    requestedAt: new Date().toISOString(),
+  const recall = await awaitRecall(memory, ref, {
+    query: prompt,
+    alreadySurfaced: [...surfaced.paths],
+    waitMs: RECALL_WAIT_MS,
   });
-  if (queued.status !== 'queued') return { stdout: '', note: `engram: recall ${describe(queued)}` };
-  const started = Date.now();
-  let delay = 20;
-  while (Date.now() - started < RECALL_WAIT_MS) {
-    const outcome = await memory.jobOutcome<RecallResult>('recall', queued.jobId).catch(() => undefined);
-    if (outcome?.finished) {
-      const attachments = outcome.result?.attachments ?? [];
-      if (attachments.length === 0) return { stdout: '', note: '' };
-      const text = attachments.map((a) => `${a.header}\n${a.content}`).join('\n\n');
-      return {
-        stdout: additionalContextOutput(
-          'UserPromptSubmit',
-          `Relevant memories from ${ref.paths.memoryDir}:\n\n${text}`,
-        ),
-        note: '',
-      };
-    }
-    await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 200);
-  }
+  if (recall.status !== 'answered')
+    return { stdout: '', note: `engram: ${recall.reason}; no memories added.` };
+  const attachments = recall.result.attachments;
+  if (attachments.length === 0) return { stdout: '', note: '' };
+  const text = attachments.map((a) => `${a.header}\n${a.content}`).join('\n\n');
   return {
-    stdout: '',
-    note: `engram: recall did not answer within ${RECALL_WAIT_MS} ms; no memories added.`,
+    stdout: additionalContextOutput(
+      'UserPromptSubmit',
+      `Relevant memories from ${ref.paths.memoryDir}:\n\n${text}`,
+    ),
+    note: '',
   };
 }
 
