@@ -242,8 +242,15 @@ describe.skipIf(!install.ok)('Engram with the real Claude Code 2.1.328', () => {
 
     // Session 2: the memory is in MEMORY.md, in hook context, and behind Engram's MCP search.
     const before = scripted.server.requests.length;
-    // -p asks no one: the search tool is allowed as a user would allow it (Engram's tools are read-only here).
-    const two = await s.claude(['-p', 'Which region do we deploy to?', '--allowedTools', SEARCH_TOOL]);
+    // -p asks no one: the search tool is allowed as a user would allow it (search only reads).
+    const two = await s.claude([
+      '-p',
+      'Which region do we deploy to?',
+      '--allowedTools',
+      SEARCH_TOOL,
+      '--max-turns',
+      '30',
+    ]);
     expect(two.code, two.stderr).toBe(0);
     expect(two.stdout).toContain('We deploy to region ams.');
     const main = scripted.server.requests.slice(before).filter(isClaudeCode);
