@@ -198,6 +198,8 @@ async function userPromptSubmit(memory: MemoryQueue, ref: SessionRef, input: Hoo
     query: prompt,
     alreadySurfaced: [...surfaced.paths],
     waitMs: RECALL_WAIT_MS,
+    // The same prompt's recall started by another hook process (the hook installed twice, a re-run) is reused.
+    reuse: true,
   });
   if (recall.status !== 'answered')
     return { stdout: '', note: `engram: ${recall.reason}; no memories added.` };
