@@ -7,9 +7,11 @@ import {
   additionalContextOutput,
   type HookEvent,
   type HookInput,
+  hookSurfacedMemories,
   lastTurn,
   parseHookInput,
   pickStopLeaf,
+  recallContext,
 } from '@engram/memory-core/hooks/claude-code-hook';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { collectSurfacedMemories, prefetchSkipReason } from '@engram/memory-core/recall/prefetch';
@@ -192,7 +194,10 @@ async function userPromptSubmit(memory: MemoryQueue, ref: SessionRef, input: Hoo
     .catch(() => ({ entries: [] as ChainEntry[] }));
   const chain = entries.length ? (buildChain(entries).live as ChainEntry[]) : [];
   const surfaced = collectSurfacedMemories(chain);
-  const skip = prefetchSkipReason(prompt, surfaced.bytes);
+  // What earlier prompts' hooks recalled counts too (Claude Code keeps it as hook context, not as its own).
+  const byHook = hookSurfacedMemories(chain, ref.paths.memoryDir);
+  for (const p of byHook.paths) surfaced.paths.add(p);
+  const skip = prefetchSkipReason(prompt, surfaced.bytes + byHook.bytes);
   if (skip) return { stdout: '', note: '' };
   const recall = await awaitRecall(memory, ref, {
     query: prompt,
@@ -205,12 +210,8 @@ async function userPromptSubmit(memory: MemoryQueue, ref: SessionRef, input: Hoo
     return { stdout: '', note: `engram: ${recall.reason}; no memories added.` };
   const attachments = recall.result.attachments;
   if (attachments.length === 0) return { stdout: '', note: '' };
-  const text = attachments.map((a) => `${a.header}\n${a.content}`).join('\n\n');
   return {
-    stdout: additionalContextOutput(
-      'UserPromptSubmit',
-      `Relevant memories from ${ref.paths.memoryDir}:\n\n${text}`,
-    ),
+    stdout: additionalContextOutput('UserPromptSubmit', recallContext(ref.paths.memoryDir, attachments)),
     note: '',
   };
 }
