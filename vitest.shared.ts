@@ -16,6 +16,8 @@ export const END_TO_END_SUITES = [
   'apps/agent/src/cli.test.ts', // the CLI as processes
   'apps/agent/src/dev-stack-ports.test.ts', // restarts the built dev stack
   'apps/agent/src/mcp-stdio.test.ts', // spawns `engram mcp`
+  'apps/agent/src/commands/hook-entry.test.ts', // `engram hook` processes and their background processes
+  'apps/agent/src/claude-code-e2e.test.ts', // the real Claude Code binary with the plugin, hooks and workers
   'apps/agent/src/telemetry.test.ts', // a served turn with workers, exported to an OTLP receiver
   'apps/agent/src/server/memory-stores.test.ts', // the SDK against engram serve on PostgreSQL
   'apps/agent/src/server/mcp-route.test.ts', // the MCP client against engram serve

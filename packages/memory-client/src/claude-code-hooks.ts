@@ -6,14 +6,15 @@ import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
 import {
   type HookEvent,
   type HookInput,
+  hookSurfacedMemories,
   lastTurn,
   pickStopLeaf,
+  recallContext,
 } from '@engram/memory-core/hooks/claude-code-hook';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { collectSurfacedMemories, prefetchSkipReason } from '@engram/memory-core/recall/prefetch';
-import { redactSecrets } from '@engram/memory-core/security/secret-scanner';
-import { capRecallQuery, type RecallResult } from '@engram/queue/jobs/recall';
 import type { MemoryQueue, MemoryWorkStatus, SessionRef } from './memory-queue.js';
+import { awaitRecall } from './queued-recall.js';
 import type { TeamSyncConfig } from './team-sync-trigger.js';
 
 // What Claude Code's hook events do for memory, once the event's input is parsed: shared by `engram hook
@@ -202,32 +203,22 @@ async function userPromptSubmit(
     .catch(() => ({ entries: [] as ChainEntry[] }));
   const chain = entries.length ? (buildChain(entries).live as ChainEntry[]) : [];
   const surfaced = collectSurfacedMemories(chain);
-  const skip = prefetchSkipReason(prompt, surfaced.bytes);
+  // What earlier prompts' hooks recalled counts too (Claude Code keeps it as hook context, not as its own).
+  const byHook = hookSurfacedMemories(chain, ref.paths.memoryDir);
+  for (const p of byHook.paths) surfaced.paths.add(p);
+  const skip = prefetchSkipReason(prompt, surfaced.bytes + byHook.bytes);
   if (skip) return { note: '' };
-  const queued = await memory.enqueue('recall', {
-    sessionId: ref.sessionId,
-    ...memory.projectRef(ref),
-    query: capRecallQuery(redactSecrets(prompt)),
-    alreadySurfaced: [...surfaced.paths].slice(-400),
-    alreadyRead: [],
-    recentTools: [],
-    requestedAt: new Date().toISOString(),
+  const recall = await awaitRecall(memory, ref, {
+    query: prompt,
+    alreadySurfaced: [...surfaced.paths],
+    waitMs,
+    // The same prompt's recall started by another hook (the hook installed twice, a re-run) is reused.
+    reuse: true,
   });
-  if (queued.status !== 'queued') return { note: `engram: recall ${describeWork(queued)}` };
-  const started = Date.now();
-  let delay = 20;
-  while (Date.now() - started < waitMs) {
-    const outcome = await memory.jobOutcome<RecallResult>('recall', queued.jobId).catch(() => undefined);
-    if (outcome?.finished) {
-      const attachments = outcome.result?.attachments ?? [];
-      if (attachments.length === 0) return { note: '' };
-      const text = attachments.map((a) => `${a.header}\n${a.content}`).join('\n\n');
-      return { context: `Relevant memories from ${ref.paths.memoryDir}:\n\n${text}`, note: '' };
-    }
-    await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 200);
-  }
-  return { note: `engram: recall did not answer within ${waitMs} ms; no memories added.` };
+  if (recall.status !== 'answered') return { note: `engram: ${recall.reason}; no memories added.` };
+  const attachments = recall.result.attachments;
+  if (attachments.length === 0) return { note: '' };
+  return { context: recallContext(ref.paths.memoryDir, attachments), note: '' };
 }
 
 async function sessionStart(opts: ClaudeCodeHookOptions, ref: SessionRef): Promise<ClaudeCodeHookResult> {

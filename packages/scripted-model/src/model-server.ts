@@ -514,7 +514,7 @@ function checkShape(body: MessagesRequestBody, path: string): string | undefined
   if (!Array.isArray(body.messages)) return 'messages: Field required';
   if (path === '/v1/messages' && typeof body.max_tokens !== 'number') return 'max_tokens: Field required';
   for (const [i, m] of body.messages.entries()) {
-    // Claude Code 2.1.x sends hook context and attachments as `role: "system"` messages (shared reference).
+    // Claude Code 2.1.x sends hook context and recalled memories as `role: "system"` messages.
     if (m.role !== 'user' && m.role !== 'assistant' && m.role !== 'system')
       return `messages.${i}.role: must be user, assistant or system`;
     if (typeof m.content !== 'string' && !Array.isArray(m.content)) return `messages.${i}.content: invalid`;

@@ -310,9 +310,17 @@ program
   .command('mcp')
   .description("MCP server over stdio for this project's memories (search, list, read, save, forget)")
   .option('--cwd <dir>', 'project directory')
-  .action(async (opts) =>
-    setExit(await (await import('../commands/mcp.js')).mcpCommand(config(), { cwd: cwdOf(opts) })),
-  );
+  .option(
+    '--claude-code',
+    "serve Claude Code's memory: ENGRAM_HOME defaults to CLAUDE_CONFIG_DIR or ~/.claude, as for `engram hook`",
+  )
+  .action(async (opts) => {
+    const { claudeHome } = await import('../commands/claude-home.js');
+    const cfg = opts.claudeCode
+      ? loadAgentConfig({ ...process.env, ENGRAM_HOME: process.env.ENGRAM_HOME || claudeHome() })
+      : config();
+    setExit(await (await import('../commands/mcp.js')).mcpCommand(cfg, { cwd: cwdOf(opts) }));
+  });
 
 program
   .command('serve')
@@ -402,22 +410,8 @@ program
     "answer one Claude Code hook (SessionStart, UserPromptSubmit, Stop, PreCompact, SessionEnd): reads the hook's JSON on stdin; always exits 0",
   )
   .action(async (event: string) => {
-    const { HOOK_EVENTS } = await import('@engram/memory-core/hooks/claude-code-hook');
-    const { claudeHome, hookCommand, readStdin } = await import('../commands/hook.js');
-    if (!(HOOK_EVENTS as readonly string[]).includes(event)) {
-      // An unknown event is Claude Code's newer protocol, not the person's mistake: say so, never block.
-      process.stderr.write(`engram hook: no handler for ${event}; nothing done.\n`);
-      return;
-    }
-    let cfg: AgentConfig;
-    try {
-      // Hooks serve Claude Code: its config directory is the memory home unless ENGRAM_HOME says otherwise.
-      cfg = loadAgentConfig({ ...process.env, ENGRAM_HOME: process.env.ENGRAM_HOME || claudeHome() });
-    } catch (error) {
-      process.stderr.write(`engram hook ${event}: ${(error as Error).message}; nothing done.\n`);
-      return;
-    }
-    setExit(await hookCommand(cfg, event as never, await readStdin(), stdio));
+    // The same lean entry bin/engram.js routes `engram hook` to before loading this CLI.
+    setExit(await (await import('../commands/hook-entry.js')).hookMain([event]));
   });
 
 program

@@ -1,5 +1,3 @@
-import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
 import { handleClaudeCodeHook } from '@engram/memory-client/claude-code-hooks';
 import {
   additionalContextOutput,
@@ -17,9 +15,7 @@ import { EXIT, type Output } from './output.js';
 // What each event does lives in @engram/memory-client (claude-code-hooks.ts), shared with the Agent SDK's
 // in-process hook callbacks (@engram/agent-sdk); this file is the process's stdin/stdout side of it.
 
-export function claudeHome(env: NodeJS.ProcessEnv = process.env): string {
-  return resolve(env.CLAUDE_CONFIG_DIR || join(env.HOME || homedir(), '.claude'));
-}
+export { claudeHome } from './claude-home.js';
 
 export async function readStdin(stream: NodeJS.ReadableStream = process.stdin): Promise<string> {
   const chunks: Buffer[] = [];

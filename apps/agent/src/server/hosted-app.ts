@@ -7,6 +7,7 @@ import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AgentConfig } from '../config.js';
+import type { MemoryQueue } from '../memory/memory-queue.js';
 import { createAgentMetrics } from '../metrics.js';
 import { type AgentRuntime, createAgentRuntime } from '../runtime.js';
 import type { ServerContext } from './context.js';
@@ -44,7 +45,12 @@ export interface ExtraRoute {
   path: string;
   /** Also accept the tenant's team sync credential (TenantStore.teamSyncKey): the team memory routes only. */
   acceptsTeamSyncKey?: boolean;
-  handler(req: IncomingMessage, res: ServerResponse, ctx: { tenant: Tenant; url: URL }): void | Promise<void>;
+  handler(
+    req: IncomingMessage,
+    res: ServerResponse,
+    /** `memory`: the service's job producer, when memory work is on (the MCP route's recall selector). */
+    ctx: { tenant: Tenant; url: URL; memory?: MemoryQueue },
+  ): void | Promise<void>;
 }
 
 export interface HostedAppOptions {
@@ -220,7 +226,11 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
       authenticateWith({ teamSync: route.acceptsTeamSyncKey === true }),
       async (c) => {
         const { incoming, outgoing } = c.env;
-        await route.handler(incoming, outgoing, { tenant: c.get('tenant'), url: new URL(c.req.url) });
+        await route.handler(incoming, outgoing, {
+          tenant: c.get('tenant'),
+          url: new URL(c.req.url),
+          ...(runtime.memory ? { memory: runtime.memory } : {}),
+        });
         return RESPONSE_ALREADY_SENT;
       },
     );

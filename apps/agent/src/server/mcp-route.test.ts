@@ -4,6 +4,9 @@ import { join } from 'node:path';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { TenantStore } from '@engram/tenants/tenant-store';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
+import { jsonReply } from '@engram/testkit/replies';
+import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterEach, describe, expect, inject, it } from 'vitest';
@@ -15,9 +18,11 @@ import { loadAgentConfig } from '../config.js';
 
 const servers: RunningServer[] = [];
 const clients: Client[] = [];
+const stops: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   for (const c of clients.splice(0)) await c.close();
   for (const s of servers.splice(0)) await s.stop();
+  for (const stop of stops.splice(0)) await stop();
 });
 
 async function setup() {
@@ -43,7 +48,7 @@ async function setup() {
   const rival = await store.add('rival', ws('rival'));
   const server = await startServer(loadAgentConfig(env), { port: 0, host: '127.0.0.1' }, env);
   servers.push(server);
-  return { server, acme, rival, store };
+  return { server, acme, rival, store, engramHome, namespace: env.ENGRAM_NAMESPACE };
 }
 
 async function connect(url: string, key: string, cwd: string): Promise<Client> {
@@ -118,4 +123,41 @@ describe('/mcp on engram serve', () => {
     expect(res.status).toBe(403);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('CWD_OUTSIDE_WORKSPACE');
   });
+
+  it("search_memories asks the workers' recall selector with a job of the authenticated tenant's", async () => {
+    const { server, acme, rival, engramHome, namespace } = await setup();
+    const model: ModelServer = await startModelServer();
+    stops.push(() => model.close());
+    const manifests: string[] = [];
+    model.respond((r) => {
+      const manifest = JSON.stringify(r.body.messages);
+      manifests.push(manifest);
+      return jsonReply({ selected_memories: manifest.includes('deploys.md') ? ['deploys.md'] : [] });
+    });
+    const workers = await startTestWorkerService({
+      modelUrl: model.url,
+      engramHome,
+      queues: 'recall',
+      namespace,
+    });
+    stops.push(() => workers.stop('test'));
+    const a = await connect(server.url, acme.key, acme.tenant.workspace);
+    expect((await a.callTool({ name: 'save_memory', arguments: fact })).isError).toBeFalsy();
+    const found = await a.callTool({
+      name: 'search_memories',
+      arguments: { query: 'how do we ship to production' },
+    });
+    // The selector picked it (a lexical ranking of this query would not: no word in common).
+    expect(found.structuredContent).toMatchObject({ via: 'selector', memories: [{ file: 'deploys.md' }] });
+    expect(manifests.some((m) => m.includes('deploys.md'))).toBe(true);
+
+    const b = await connect(server.url, rival.key, rival.tenant.workspace);
+    const none = await b.callTool({
+      name: 'search_memories',
+      arguments: { query: 'how do we ship to production' },
+    });
+    expect(JSON.stringify(none.content)).not.toContain('deploys.md');
+    // The rival's recall job saw the rival's (empty) memory directory, never acme's manifest.
+    expect(manifests.filter((m) => m.includes('deploys.md'))).toHaveLength(1);
+  }, 60_000);
 });

@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { queuedRecallSelector } from '@engram/memory-client/queued-recall';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { createMemoryServer } from '@engram/memory-mcp/memory-server';
 import { resolveTenantCwd } from '@engram/tenants/tenant-store';
@@ -7,13 +9,17 @@ import type { ExtraRoute } from './hosted-app.js';
 // `/mcp` on `engram serve`: the memory MCP server over Streamable HTTP, behind the tenant key like /v1. The
 // memory directory comes from the authenticated tenant and a `?cwd=` project inside its workspace (the same
 // rule as GET /v1/memory); no tool argument can name another directory. Stateless: one server per request.
+// search_memories asks the workers' recall selector with a recall job of the tenant's (lexical fallback).
 
 function refuse(res: import('node:http').ServerResponse, status: number, code: string, message: string) {
   res.writeHead(status, { 'content-type': 'application/json' });
   res.end(JSON.stringify({ error: { code, message } }));
 }
 
-const handler: ExtraRoute['handler'] = async (req, res, { tenant, url }) => {
+/** How long search_memories waits for the workers' recall selector before ranking lexically. */
+export const MCP_ROUTE_RECALL_WAIT_MS = 4_000;
+
+const handler: ExtraRoute['handler'] = async (req, res, { tenant, url, memory }) => {
   const cwdParam = url.searchParams.get('cwd');
   if (!cwdParam)
     return refuse(res, 400, 'INVALID_REQUEST', 'Pass the project directory as /mcp?cwd=/abs/path.');
@@ -27,7 +33,15 @@ const handler: ExtraRoute['handler'] = async (req, res, { tenant, url }) => {
     );
   }
   const paths = await resolveEngramPaths({ engramHome: tenant.home, cwd });
-  const server = createMemoryServer({ memoryDir: paths.memoryDir });
+  // The recall job is the tenant's (scope from the authenticated key): its worker reads that tenant's area only.
+  const selector = memory
+    ? queuedRecallSelector(
+        memory,
+        { sessionId: randomUUID(), paths, tenant: tenant.id },
+        MCP_ROUTE_RECALL_WAIT_MS,
+      )
+    : undefined;
+  const server = createMemoryServer({ memoryDir: paths.memoryDir, ...(selector ? { selector } : {}) });
   const transport = new StreamableHTTPServerTransport({
     sessionIdGenerator: undefined,
     enableJsonResponse: true,

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { additionalContextOutput, lastTurn, parseHookInput, pickStopLeaf } from './claude-code-hook.js';
+import {
+  additionalContextOutput,
+  hookSurfacedMemories,
+  lastTurn,
+  parseHookInput,
+  pickStopLeaf,
+  recallContext,
+} from './claude-code-hook.js';
 
 const input = {
   session_id: '0b4f6f1e-8a55-4f57-9d1c-2f0f5b0b1c11',
@@ -65,5 +72,46 @@ describe('the Stop leaf', () => {
       user('u3', [{ type: 'tool_result', tool_use_id: 't', content: 'ok' }]),
     ];
     expect(lastTurn(chain).map((e) => e.uuid)).toEqual(['u2', 'a2', 'u3']);
+  });
+});
+
+describe("the hook's recalled memories, read back from Claude Code's transcript", () => {
+  it('counts the files and bytes an earlier UserPromptSubmit context recalled, and only for this memory directory', () => {
+    const dir = '/home/u/.claude/projects/-repo/memory';
+    const context = recallContext(dir, [
+      {
+        path: 'project_deploy.md',
+        header: `Memory (saved today): ${dir}/project_deploy.md:`,
+        content: 'ams',
+      },
+      { path: 'team/ci.md', header: `Memory (saved today): ${dir}/team/ci.md:`, content: 'ci' },
+    ]);
+    // The entry as Claude Code 2.1.328 writes it for a hook's additionalContext.
+    const recorded = {
+      type: 'attachment',
+      uuid: '5172ef6c-d3ce-41a6-a61d-d92f60c25f4b',
+      attachment: {
+        type: 'hook_additional_context',
+        content: [context],
+        hookName: 'UserPromptSubmit',
+        toolUseID: 'hook-423d2d74-a0ab-4772-903f-326c55671a7e',
+        hookEvent: 'UserPromptSubmit',
+      },
+      rendered: [
+        {
+          content: `<system-reminder>\nUserPromptSubmit hook additional context: ${context}\n</system-reminder>`,
+        },
+      ],
+      renderedRole: 'system',
+    };
+    const seen = hookSurfacedMemories([{ type: 'user' }, recorded], dir);
+    expect([...seen.paths]).toEqual(['project_deploy.md', 'team/ci.md']);
+    expect(seen.bytes).toBe(Buffer.byteLength(context, 'utf8'));
+    // Another project's directory, another hook's context, or another event: nothing.
+    expect(hookSurfacedMemories([recorded], '/other/memory').paths.size).toBe(0);
+    const other = { ...recorded, attachment: { ...recorded.attachment, content: ['Build status: green'] } };
+    expect(hookSurfacedMemories([other], dir).bytes).toBe(0);
+    const start = { ...recorded, attachment: { ...recorded.attachment, hookEvent: 'SessionStart' } };
+    expect(hookSurfacedMemories([start], dir).paths.size).toBe(0);
   });
 });

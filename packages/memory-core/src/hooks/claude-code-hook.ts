@@ -94,3 +94,49 @@ export function lastTurn<T extends LeafCandidate & { isMeta?: boolean | undefine
   for (let i = chain.length - 1; i >= 0; i--) if (isUserPrompt(chain[i]!)) return chain.slice(i);
   return [...chain];
 }
+
+// What the UserPromptSubmit hook recalled earlier in the session. Claude Code keeps hook context as an
+// `attachment` entry `{type: "hook_additional_context", hookEvent, content: [<text>]}` (measured on 2.1.328), not
+// as its own `relevant_memories`, so the prefetch's surfaced set and session budget would not see it. The
+// context's first line names the memory directory and the recalled files (JSON), which is what is read back.
+
+const RECALL_CONTEXT_PREFIX = 'Relevant memories from ';
+
+/** The hook's additionalContext for recalled memories (paths relative to `memoryDir`). */
+export function recallContext(
+  memoryDir: string,
+  memories: readonly { path: string; header: string; content: string }[],
+): string {
+  const body = memories.map((m) => `${m.header}\n${m.content}`).join('\n\n');
+  return `${RECALL_CONTEXT_PREFIX}${memoryDir} ${JSON.stringify(memories.map((m) => m.path))}:\n\n${body}`;
+}
+
+/** The memories earlier UserPromptSubmit hooks put into this context, and their bytes (the session budget). */
+export function hookSurfacedMemories(
+  entries: readonly { type?: unknown; attachment?: unknown }[],
+  memoryDir: string,
+): { paths: Set<string>; bytes: number } {
+  const paths = new Set<string>();
+  let bytes = 0;
+  const lead = `${RECALL_CONTEXT_PREFIX}${memoryDir} `;
+  for (const entry of entries) {
+    const a = entry.attachment as { type?: unknown; hookEvent?: unknown; content?: unknown } | undefined;
+    if (entry.type !== 'attachment' || a?.type !== 'hook_additional_context') continue;
+    if (a.hookEvent !== undefined && a.hookEvent !== 'UserPromptSubmit') continue;
+    const texts = Array.isArray(a.content) ? a.content : typeof a.content === 'string' ? [a.content] : [];
+    for (const text of texts) {
+      if (typeof text !== 'string' || !text.startsWith(lead)) continue;
+      const first = text.slice(0, text.indexOf('\n') === -1 ? text.length : text.indexOf('\n'));
+      let listed: unknown;
+      try {
+        listed = JSON.parse(first.slice(lead.length, first.endsWith(':') ? -1 : undefined));
+      } catch {
+        continue;
+      }
+      if (!Array.isArray(listed)) continue;
+      for (const p of listed) if (typeof p === 'string') paths.add(p);
+      bytes += Buffer.byteLength(text, 'utf8');
+    }
+  }
+  return { paths, bytes };
+}
