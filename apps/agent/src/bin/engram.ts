@@ -191,6 +191,20 @@ program
     ),
   );
 
+memory
+  .command('history <file>')
+  .description('list the versions a memory store holds of a store-backed team file (e.g. team/notes.md)')
+  .option('--cwd <dir>', 'project directory')
+  .option('--json', 'machine-readable output')
+  .action(async (file, opts) =>
+    setExit(
+      await (await import('../commands/team.js')).memoryHistoryCommand(
+        config(),
+        { cwd: cwdOf(opts), json: !!opts.json, file },
+        stdio,
+      ),
+    ),
+  );
 const team = program
   .command('team')
   .description("sync this repository's team memory (memory/team/) with the team memory service");

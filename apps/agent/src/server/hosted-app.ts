@@ -15,6 +15,7 @@ import {
 } from '@engram/queue/state/session-lease';
 import { SessionState } from '@engram/queue/state/session-state';
 import type { StateStore } from '@engram/queue/state/state-store';
+import { JOB_AUTHOR_HEADER, JOB_AUTHOR_PATTERN } from '@engram/team-memory/memory-stores/job-author';
 import { withHttpServerSpan } from '@engram/telemetry/http-server';
 import { telemetryReport } from '@engram/telemetry/settings';
 import { activeTelemetry } from '@engram/telemetry/setup';
@@ -79,7 +80,7 @@ export interface HostedAppOptions {
    */
   memoryStores?: (
     req: Request,
-    ctx: { tenant: string; actor: { type: 'api_actor'; api_key_id: string } },
+    ctx: { tenant: string; actor: { type: 'api_actor'; api_key_id: string; job?: string } },
   ) => Promise<Response>;
   /** Session lease TTL (default 30 s): how long a dead replica blocks its session. */
   leaseTtlMs?: number;
@@ -353,10 +354,12 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     const serveStores = async (c: Context<Env>) => {
       const apiKey = c.req.header('x-api-key');
       const bearer = c.req.header('authorization');
+      // The tenant's team sync credential (the workers' key for its team memory) is accepted too: a store can
+      // back the tenant's team directory, and the workers sync it.
       const tenant = bearer
-        ? await tenants.authenticate(bearer)
+        ? await tenants.authenticate(bearer, { teamSync: true })
         : apiKey
-          ? await tenants.authenticateKey(apiKey)
+          ? await tenants.authenticateKey(apiKey, { teamSync: true })
           : null;
       if (!tenant)
         return c.json(
@@ -372,9 +375,23 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
         );
       // Stores are kept under the tenant's team scope, like its team repositories: a revoked name added again
       // as a new tenant does not see the old tenant's stores unless it took over its memory.
+      // `x-engram-job` names the worker job a write is made for (extraction, consolidation): it can only annotate
+      // the authenticated tenant's own actor, never name another key or tenant.
+      const job = c.req.header(JOB_AUTHOR_HEADER);
+      if (job !== undefined && !JOB_AUTHOR_PATTERN.test(job))
+        return c.json(
+          {
+            type: 'error',
+            error: {
+              type: 'invalid_request_error',
+              message: `${JOB_AUTHOR_HEADER} must be <job kind>:<job id> (${JOB_AUTHOR_PATTERN.source}).`,
+            },
+          },
+          400,
+        );
       return memoryStores(c.req.raw, {
         tenant: tenant.teamScope,
-        actor: { type: 'api_actor', api_key_id: `apikey_${tenant.id}` },
+        actor: { type: 'api_actor', api_key_id: `apikey_${tenant.id}`, ...(job ? { job } : {}) },
       });
     };
     app.all('/v1/memory_stores', serveStores);
