@@ -15,7 +15,7 @@ import {
 } from '@engram/queue/state/session-lease';
 import { SessionState } from '@engram/queue/state/session-state';
 import type { StateStore } from '@engram/queue/state/state-store';
-import { JOB_AUTHOR_HEADER, JOB_AUTHOR_PATTERN } from '@engram/team-memory/memory-stores/job-author';
+import { JOB_AUTHOR_HEADER, memoryStoreActor } from '@engram/team-memory/memory-stores/job-author';
 import { withHttpServerSpan } from '@engram/telemetry/http-server';
 import { telemetryReport } from '@engram/telemetry/settings';
 import { activeTelemetry } from '@engram/telemetry/setup';
@@ -377,22 +377,13 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
       // as a new tenant does not see the old tenant's stores unless it took over its memory.
       // `x-engram-job` names the worker job a write is made for (extraction, consolidation): it can only annotate
       // the authenticated tenant's own actor, never name another key or tenant.
-      const job = c.req.header(JOB_AUTHOR_HEADER);
-      if (job !== undefined && !JOB_AUTHOR_PATTERN.test(job))
+      const actor = memoryStoreActor(tenant.id, c.req.header(JOB_AUTHOR_HEADER));
+      if (!actor.ok)
         return c.json(
-          {
-            type: 'error',
-            error: {
-              type: 'invalid_request_error',
-              message: `${JOB_AUTHOR_HEADER} must be <job kind>:<job id> (${JOB_AUTHOR_PATTERN.source}).`,
-            },
-          },
+          { type: 'error', error: { type: 'invalid_request_error', message: actor.message } },
           400,
         );
-      return memoryStores(c.req.raw, {
-        tenant: tenant.teamScope,
-        actor: { type: 'api_actor', api_key_id: `apikey_${tenant.id}`, ...(job ? { job } : {}) },
-      });
+      return memoryStores(c.req.raw, { tenant: tenant.teamScope, actor: actor.actor });
     };
     app.all('/v1/memory_stores', serveStores);
     app.all('/v1/memory_stores/*', serveStores);
