@@ -167,6 +167,53 @@ describe('team sync through a memory store', () => {
     expect(c.read('x.md')).toBe('from A\n');
   });
 
+  it('a write landing between the listing and the upload: 409 on the precondition, the store wins, nothing lost', async () => {
+    const { id: storeId } = await sdk(keyA).beta.memoryStores.create({ name: 'late' });
+    const a = home('a7', storeId);
+    a.write('y.md', 'base\n');
+    await syncTeamStore(a.target);
+    const { data } = await sdk(keyA).beta.memoryStores.memories.list(storeId);
+    const memoryId = data[0]!.type === 'memory' ? data[0]!.id : '';
+    // A teammate's update arrives just before our conditional update reaches the server.
+    let raced = false;
+    const racing: typeof fetch = async (input, init) => {
+      const url = String(input instanceof Request ? input.url : input);
+      if (!raced && init?.method === 'POST' && url.includes(`/memories/${memoryId}`)) {
+        raced = true;
+        await sdk(keyA).beta.memoryStores.memories.update(memoryId, {
+          memory_store_id: storeId,
+          content: 'teammate\n',
+        });
+      }
+      return fetch(input, init);
+    };
+    a.write('y.md', 'mine\n');
+    const target = {
+      ...a.target,
+      client: new Anthropic({ baseURL: server.url, apiKey: keyA, maxRetries: 0, fetch: racing }),
+    };
+    const r = await syncTeamStore(target);
+    expect(raced).toBe(true);
+    expect(r.uploaded).toEqual([]);
+    expect(r.conflicts).toMatchObject([{ key: 'y.md', reason: 'precondition' }]);
+    expect(a.read('y.md')).toBe('teammate\n');
+    expect(a.read(r.conflicts[0]!.copy)).toBe('mine\n');
+    expect(await storePaths(storeId)).toEqual({ '/y.md': 'teammate\n' });
+  });
+
+  it('a file over the store limit is refused (413), reported, stored nowhere and kept on disk', async () => {
+    const { id: storeId } = await sdk(keyA).beta.memoryStores.create({ name: 'big' });
+    const a = home('a8', storeId);
+    const big = 'x'.repeat(102_401);
+    a.write('big.md', big);
+    a.write('small.md', 'ok\n');
+    const r = await syncTeamStore(a.target);
+    expect(r.uploaded.map((u) => u.key)).toEqual(['small.md']);
+    expect(r.skipped).toContainEqual({ key: 'big.md', reason: 'refused', detail: '413 request_too_large' });
+    expect(Object.keys(await storePaths(storeId))).toEqual(['/small.md']);
+    expect(a.read('big.md')).toBe(big);
+  });
+
   it('never uploads a secret or a foreign store mount, and leaves both as found', async () => {
     const { id: storeId } = await sdk(keyA).beta.memoryStores.create({ name: 'secrets' });
     const a = home('a3', storeId);
