@@ -136,6 +136,30 @@ const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex
 const bare = (checksum: string) => checksum.replace(/^sha256:/, '');
 const storePath = (key: string) => `/${key}`;
 
+/** Requests one sync keeps in flight (files are independent; the SDK's folder sync keeps 32). */
+const UPLOAD_CONCURRENCY = 8;
+
+async function inPool<T>(
+  items: readonly T[],
+  width: number,
+  work: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  let failed: unknown;
+  const lanes = Array.from({ length: Math.min(width, items.length) }, async () => {
+    while (next < items.length && failed === undefined) {
+      const item = items[next++]!;
+      try {
+        await work(item);
+      } catch (error) {
+        failed ??= error;
+      }
+    }
+  });
+  await Promise.all(lanes);
+  if (failed !== undefined) throw failed;
+}
+
 // One sync at a time per state file in this process (across processes the store's preconditions keep it right).
 const running = new Map<string, Promise<unknown>>();
 
@@ -283,38 +307,38 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
   };
 
   const keys = [...new Set([...localSha.keys(), ...remote.keys(), ...baseKeys])].sort();
-  for (const key of keys) {
+  const handle = async (key: string): Promise<void> => {
     if (held.has(key)) {
       if (baseline[key]) next[key] = baseline[key]!;
-      continue;
+      return;
     }
     const mine = localSha.get(key);
     const theirs = remote.get(key);
     const base = baseline[key]?.sha;
     if (mine === undefined) {
-      if (theirs === undefined) continue;
+      if (theirs === undefined) return;
       if (base !== undefined && theirs.sha === base && !wiped) {
         try {
           await memories.delete(theirs.id, { memory_store_id: storeId, expected_content_sha256: base });
           report.deleted.push({ key, where: 'store' });
         } catch (error) {
-          if (isNotFound(error)) continue;
+          if (isNotFound(error)) return;
           if (!isConflict(error)) throw error;
           // Changed on the store since: it comes back.
           const fresh = await memories.retrieve(theirs.id, { memory_store_id: storeId, view: 'basic' });
           await download(key, { id: fresh.id, sha: fresh.content_sha256 }, 'restored');
         }
-        continue;
+        return;
       }
       await download(key, theirs, base !== undefined ? 'restored' : 'created');
-      continue;
+      return;
     }
     if (theirs === undefined) {
       if (base !== undefined && mine.sha === base) {
         // Deleted on the store; this copy holds nothing newer.
         await fs.rm(join(teamDir, key), { force: true });
         report.deleted.push({ key, where: 'local' });
-        continue;
+        return;
       }
       try {
         const m = await memories.create(storeId, { path: storePath(key), content: mine.content });
@@ -331,7 +355,7 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
           if (fresh.path === storePath(key))
             await conflictFor(key, 'no-base', { id, sha: fresh.content_sha256 });
           else report.skipped.push({ key, reason: 'path-conflict', detail: fresh.path });
-          continue;
+          return;
         }
         if (
           error instanceof Anthropic.APIError &&
@@ -344,16 +368,16 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
             reason: 'refused',
             detail: `${error.status} ${errorType(error) ?? ''}`.trim(),
           });
-          continue;
+          return;
         }
         throw error;
       }
-      continue;
+      return;
     }
     if (mine.sha === theirs.sha) {
       next[key] = theirs;
       report.unchanged++;
-      continue;
+      return;
     }
     if (base !== undefined && theirs.sha === base) {
       // Edited here only: the upload, on the condition that the store still holds what we last saw.
@@ -369,7 +393,7 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
         if (isConflict(error)) {
           const fresh = await memories.retrieve(theirs.id, { memory_store_id: storeId, view: 'basic' });
           await conflictFor(key, 'precondition', { id: fresh.id, sha: fresh.content_sha256 });
-          continue;
+          return;
         }
         if (
           error instanceof Anthropic.APIError &&
@@ -384,18 +408,22 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
             detail: `${error.status} ${errorType(error) ?? ''}`.trim(),
           });
           next[key] = baseline[key]!;
-          continue;
+          return;
         }
         throw error;
       }
-      continue;
+      return;
     }
     if (base !== undefined && mine.sha === base) {
       await download(key, theirs, 'updated');
-      continue;
+      return;
     }
     await conflictFor(key, base === undefined ? 'no-base' : 'both-changed', theirs);
-  }
+  };
+  await inPool(keys, UPLOAD_CONCURRENCY, handle);
+  const byKey = (a: { key: string }, b: { key: string }) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+  for (const list of [report.uploaded, report.downloaded, report.deleted, report.conflicts, report.skipped])
+    list.sort(byKey);
   state.baseline = next;
   if (target.repo) state.repo = target.repo;
   state.lastSyncAt = now().toISOString();
