@@ -270,6 +270,22 @@ describe('team sync through a memory store', () => {
     expect((await syncTeamStore(own.target)).uploaded.map((u) => u.key)).toEqual(['plant.md']);
   });
 
+  it("a tenant's team sync credential (the workers' key) reaches its own stores only", async () => {
+    const { id: storeId } = await sdk(keyA).beta.memoryStores.create({ name: 'workers' });
+    const tenants = new TenantStore(join(base, 'home'));
+    const alphaWorkers = home('a9', storeId, await tenants.teamSyncKey('alpha'), 'dream:7');
+    alphaWorkers.write('w.md', 'consolidated\n');
+    expect((await syncTeamStore(alphaWorkers.target)).uploaded.map((u) => u.key)).toEqual(['w.md']);
+    const h = await memoryHistory(sdk(keyA), storeId, 'w.md');
+    expect(h.versions[0]!.created_by).toEqual({
+      type: 'api_actor',
+      api_key_id: 'apikey_alpha',
+      job: 'dream:7',
+    });
+    const betaWorkers = home('b9', storeId, await tenants.teamSyncKey('beta'));
+    await expect(syncTeamStore(betaWorkers.target)).rejects.toBeInstanceOf(Anthropic.NotFoundError);
+  });
+
   it('records the worker job as the author of the versions its push makes, and history lists them', async () => {
     const { id: storeId } = await sdk(keyA).beta.memoryStores.create({ name: 'authored' });
     const person = home('a6', storeId);
