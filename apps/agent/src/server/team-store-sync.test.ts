@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   existsSync,
@@ -12,6 +12,8 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import Anthropic from '@anthropic-ai/sdk';
 import { MARKER_PATH } from '@anthropic-ai/sdk/tools/agent-toolset/memories';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
@@ -359,6 +361,38 @@ describe('team sync through a memory store', () => {
       'modified V  36 bytes  by apikey_alpha',
       'created  V  18 bytes  by apikey_alpha',
     ]);
+    // The same through the CLI entry point (`engram memory history <file>`; without a file: snapshots).
+    const entry = fileURLToPath(new URL('../bin/engram.ts', import.meta.url));
+    // (Asynchronously: the server runs in this process.)
+    const run = promisify(execFile);
+    const cli = await run(
+      process.execPath,
+      [
+        '--conditions=source',
+        '--import',
+        'tsx',
+        entry,
+        'memory',
+        'history',
+        'team/runbook.md',
+        '--json',
+        '--cwd',
+        project,
+      ],
+      { encoding: 'utf8', env: { ...env, ENGRAM_MANAGED_CLAUDE_MD: '/nonexistent/CLAUDE.md' } },
+    );
+    expect(cli.stderr).toBe('');
+    expect(JSON.parse(cli.stdout)).toMatchObject({
+      file: 'runbook.md',
+      storeId,
+      versions: [{ operation: 'modified' }, { operation: 'created' }],
+    });
+    const snapshots = await run(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', entry, 'memory', 'history', '--json', '--cwd', project],
+      { encoding: 'utf8', env },
+    );
+    expect(snapshots.stdout).not.toContain(storeId);
     // Outside team/: a usage error naming why.
     lines.length = 0;
     expect(await memoryHistoryCommand(config, { cwd: project, json: false, file: 'notes.md' }, io)).toBe(2);

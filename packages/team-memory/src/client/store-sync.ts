@@ -306,6 +306,44 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
     await download(key, item, 'updated', localBytes ? { reason, localBytes } : undefined);
   };
 
+  const createFrom = async (
+    key: string,
+    mine: { content: string; sha: string; bytes: number },
+  ): Promise<void> => {
+    try {
+      const m = await memories.create(storeId, { path: storePath(key), content: mine.content });
+      if (m.content_sha256 === mine.sha) {
+        next[key] = { id: m.id, sha: m.content_sha256 };
+        report.uploaded.push({ key, change: 'created', bytes: mine.bytes });
+      } else await conflictFor(key, 'no-base', { id: m.id, sha: m.content_sha256 });
+    } catch (error) {
+      const id = (error as { error?: { error?: { conflicting_memory_id?: string } } }).error?.error
+        ?.conflicting_memory_id;
+      if (isConflict(error) && errorType(error) === 'memory_path_conflict_error' && id) {
+        // Created by someone else since our listing (or a path that nests with another memory).
+        const fresh = await memories.retrieve(id, { memory_store_id: storeId, view: 'basic' });
+        if (fresh.path === storePath(key))
+          await conflictFor(key, 'no-base', { id, sha: fresh.content_sha256 });
+        else report.skipped.push({ key, reason: 'path-conflict', detail: fresh.path });
+        return;
+      }
+      if (
+        error instanceof Anthropic.APIError &&
+        error.status !== undefined &&
+        error.status < 500 &&
+        error.status !== 429
+      ) {
+        report.skipped.push({
+          key,
+          reason: 'refused',
+          detail: `${error.status} ${errorType(error) ?? ''}`.trim(),
+        });
+        return;
+      }
+      throw error;
+    }
+  };
+
   const keys = [...new Set([...localSha.keys(), ...remote.keys(), ...baseKeys])].sort();
   const handle = async (key: string): Promise<void> => {
     if (held.has(key)) {
@@ -340,38 +378,7 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
         report.deleted.push({ key, where: 'local' });
         return;
       }
-      try {
-        const m = await memories.create(storeId, { path: storePath(key), content: mine.content });
-        if (m.content_sha256 === mine.sha) {
-          next[key] = { id: m.id, sha: m.content_sha256 };
-          report.uploaded.push({ key, change: 'created', bytes: mine.bytes });
-        } else await conflictFor(key, 'no-base', { id: m.id, sha: m.content_sha256 });
-      } catch (error) {
-        const id = (error as { error?: { error?: { conflicting_memory_id?: string } } }).error?.error
-          ?.conflicting_memory_id;
-        if (isConflict(error) && errorType(error) === 'memory_path_conflict_error' && id) {
-          // Created by someone else since our listing (or a path that nests with another memory).
-          const fresh = await memories.retrieve(id, { memory_store_id: storeId, view: 'basic' });
-          if (fresh.path === storePath(key))
-            await conflictFor(key, 'no-base', { id, sha: fresh.content_sha256 });
-          else report.skipped.push({ key, reason: 'path-conflict', detail: fresh.path });
-          return;
-        }
-        if (
-          error instanceof Anthropic.APIError &&
-          error.status !== undefined &&
-          error.status < 500 &&
-          error.status !== 429
-        ) {
-          report.skipped.push({
-            key,
-            reason: 'refused',
-            detail: `${error.status} ${errorType(error) ?? ''}`.trim(),
-          });
-          return;
-        }
-        throw error;
-      }
+      await createFrom(key, mine);
       return;
     }
     if (mine.sha === theirs.sha) {
@@ -390,6 +397,11 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
         next[key] = { id: m.id, sha: m.content_sha256 };
         report.uploaded.push({ key, change: 'updated', bytes: mine.bytes });
       } catch (error) {
+        if (isNotFound(error)) {
+          // Deleted in the store since our listing; this file holds un-pushed edits: re-create it.
+          await createFrom(key, mine);
+          return;
+        }
         if (isConflict(error)) {
           const fresh = await memories.retrieve(theirs.id, { memory_store_id: storeId, view: 'basic' });
           await conflictFor(key, 'precondition', { id: fresh.id, sha: fresh.content_sha256 });
