@@ -10,6 +10,7 @@ import {
   sharedEnvSchema,
 } from '@engram/config/env';
 import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
+import { parseStoreBindings, type StoreBindings } from '@engram/team-memory/client/protocol';
 import { z } from 'zod';
 import { readDevStack } from './dev-stack.js';
 
@@ -68,7 +69,14 @@ export interface AgentConfig extends SharedSettings<QueueBackendConfig> {
    * only read here for `engram team`, which talks to the service itself.
    */
   teamSync:
-    | { url: string; apiKey: string | undefined; sessionStartWaitMs: number; debounceMs: number }
+    | {
+        url: string;
+        apiKey: string | undefined;
+        sessionStartWaitMs: number;
+        debounceMs: number;
+        /** ENGRAM_TEAM_MEMORY_STORE: which projects sync through a memory store (client/protocol.ts). */
+        stores: StoreBindings;
+      }
     | undefined;
   /** PostgreSQL for the team memory service `engram serve` hosts (packages/team-memory). */
   teamMemoryDatabaseUrl: string | undefined;
@@ -78,6 +86,9 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) throw new AgentConfigError(`Invalid configuration:\n${describeIssues(parsed.error)}`);
   const e = parsed.data;
+  const stores = parseStoreBindings(e.ENGRAM_TEAM_MEMORY_STORE);
+  if ('error' in stores)
+    throw new AgentConfigError(`Invalid configuration:\n  ENGRAM_TEAM_MEMORY_STORE: ${stores.error}`);
   let backend: QueueBackendConfig;
   try {
     backend = resolveBackendConfig(env);
@@ -135,6 +146,7 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
           apiKey: e.ENGRAM_TEAM_SYNC_KEY,
           sessionStartWaitMs: e.ENGRAM_TEAM_SYNC_WAIT_MS,
           debounceMs: e.ENGRAM_TEAM_SYNC_DEBOUNCE_MS,
+          stores,
         }
       : undefined,
     teamMemoryDatabaseUrl: e.ENGRAM_TEAM_MEMORY_DATABASE_URL,

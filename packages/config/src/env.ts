@@ -61,6 +61,11 @@ export const sharedEnvSchema = z.object({
   /** Team memory sync: the service and this deployment's key (agents for `engram team`, workers for jobs). */
   ENGRAM_TEAM_SYNC_URL: z.url().optional(),
   ENGRAM_TEAM_SYNC_KEY: z.string().min(1).optional(),
+  /**
+   * Team sync through a memory store at ENGRAM_TEAM_SYNC_URL: `memstore_…` for every project, or
+   * `owner/name=memstore_…,…` per repository (packages/team-memory client/protocol.ts checks the shape).
+   */
+  ENGRAM_TEAM_MEMORY_STORE: z.string().max(4096).optional(),
 });
 
 export function describeIssues(error: z.ZodError): string {

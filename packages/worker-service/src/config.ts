@@ -11,6 +11,7 @@ import {
 import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
 import { JOB_KINDS, type JobKind } from '@engram/queue/catalog';
 import { sessionStateTtlMs } from '@engram/queue/state/session-state';
+import { parseStoreBindings, type StoreBindings } from '@engram/team-memory/client/protocol';
 import { z } from 'zod';
 
 // The worker service's configuration: environment only, validated at start with a readable error. The settings
@@ -88,7 +89,7 @@ export interface WorkersConfig extends SharedSettings<QueueBackendConfig> {
    * jobs without a tenant (the CLI's sessions); a hosted tenant's jobs use that tenant's own credential
    * (TenantStore.teamSyncKey), so a deployment that only serves tenants sets the URL alone.
    */
-  teamSync: { url: string; apiKey: string | undefined } | undefined;
+  teamSync: { url: string; apiKey: string | undefined; stores: StoreBindings } | undefined;
 }
 
 export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): WorkersConfig {
@@ -107,6 +108,9 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
       'Invalid worker configuration:\n  ENGRAM_TEAM_SYNC_KEY is set without ENGRAM_TEAM_SYNC_URL (the team memory service to use it with).',
     );
   }
+  const stores = parseStoreBindings(e.ENGRAM_TEAM_MEMORY_STORE);
+  if ('error' in stores)
+    throw new ConfigError(`Invalid worker configuration:\n  ENGRAM_TEAM_MEMORY_STORE: ${stores.error}`);
   let queues = [...JOB_KINDS];
   if (e.ENGRAM_QUEUES) {
     const names = e.ENGRAM_QUEUES.split(',')
@@ -175,7 +179,7 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
     },
     logLevel: e.LOG_LEVEL,
     teamSync: e.ENGRAM_TEAM_SYNC_URL
-      ? { url: e.ENGRAM_TEAM_SYNC_URL, apiKey: e.ENGRAM_TEAM_SYNC_KEY }
+      ? { url: e.ENGRAM_TEAM_SYNC_URL, apiKey: e.ENGRAM_TEAM_SYNC_KEY, stores }
       : undefined,
   };
 }

@@ -149,17 +149,25 @@ memory
   );
 
 memory
-  .command('history')
-  .description('list the snapshots consolidation took of the memory directory')
+  .command('history [file]')
+  .description(
+    "list the snapshots consolidation took of the memory directory; with a store-backed team file (team/x.md), the memory store's versions of it",
+  )
   .option('--cwd <dir>', 'project directory')
   .option('--json', 'machine-readable output')
-  .action(async (opts) =>
+  .action(async (file: string | undefined, opts) =>
     setExit(
-      await (await import('../commands/memory.js')).memoryHistory(
-        config(),
-        { cwd: cwdOf(opts), json: !!opts.json },
-        stdio,
-      ),
+      file
+        ? await (await import('../commands/team.js')).memoryHistoryCommand(
+            config(),
+            { cwd: cwdOf(opts), json: !!opts.json, file },
+            stdio,
+          )
+        : await (await import('../commands/memory.js')).memoryHistory(
+            config(),
+            { cwd: cwdOf(opts), json: !!opts.json },
+            stdio,
+          ),
     ),
   );
 memory

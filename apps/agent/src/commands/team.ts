@@ -1,8 +1,18 @@
-import { join } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { TeamMemoryHttpClient } from '@engram/team-memory/client/http-client';
 import { CONFLICTS_DIRNAME, type SkippedFile } from '@engram/team-memory/client/local-files';
+import { type TeamProtocol, teamProtocolFor } from '@engram/team-memory/client/protocol';
 import { repoIdentityOf } from '@engram/team-memory/client/repo-identity';
+import {
+  memoryHistory,
+  memoryStoreClient,
+  STORE_SYNC_STATE_FILENAME,
+  StoreSyncStateFile,
+  type StoreSyncTarget,
+  syncTeamStore,
+  teamStoreStatus,
+} from '@engram/team-memory/client/store-sync';
 import {
   type PullReport,
   type PushReport,
@@ -23,7 +33,9 @@ export interface TeamOptions {
   json: boolean;
 }
 
-async function targetFor(config: AgentConfig, cwd: string): Promise<SyncTarget & { teamDirShown: string }> {
+type Target = SyncTarget & { teamDirShown: string; protocol: TeamProtocol; store?: StoreSyncTarget };
+
+async function targetFor(config: AgentConfig, cwd: string): Promise<Target> {
   const sync = config.teamSync;
   if (!sync?.apiKey) {
     throw new AgentConfigError(
@@ -42,7 +54,20 @@ async function targetFor(config: AgentConfig, cwd: string): Promise<SyncTarget &
         'Add an origin remote (e.g. git remote add origin git@github.com:owner/name.git).',
     );
   }
+  const protocol = teamProtocolFor(sync.stores, identity.repo);
+  const store: StoreSyncTarget | undefined =
+    protocol.kind === 'memory-store'
+      ? {
+          teamDir: paths.teamDir,
+          storeId: protocol.storeId,
+          repo: identity.repo,
+          client: memoryStoreClient({ baseUrl: sync.url, apiKey: sync.apiKey, maxRetries: 1 }),
+          state: new StoreSyncStateFile(join(paths.projectDir, STORE_SYNC_STATE_FILENAME)),
+        }
+      : undefined;
   return {
+    protocol,
+    ...(store ? { store } : {}),
     teamDir: paths.teamDir,
     teamDirShown: paths.teamDir,
     repo: identity.repo,
@@ -53,12 +78,14 @@ async function targetFor(config: AgentConfig, cwd: string): Promise<SyncTarget &
 
 export async function teamStatus(config: AgentConfig, opts: TeamOptions, io: Output): Promise<number> {
   const target = await targetFor(config, opts.cwd);
+  if (target.store) return storeStatus(target, target.store, opts, io);
   const status = await teamSyncStatus(target);
   if (opts.json) {
-    io.out(JSON.stringify({ teamDir: target.teamDirShown, ...status }));
+    io.out(JSON.stringify({ teamDir: target.teamDirShown, protocol: 'team-memory', ...status }));
     return status.remoteError ? EXIT.failure : EXIT.ok;
   }
   io.out(`Team memory for ${status.repo} (${target.teamDirShown})`);
+  io.out('  protocol: team-memory (/api/claude_code/team_memory)');
   io.out(
     `  ${status.local} local file${status.local === 1 ? '' : 's'}; last pull ${status.lastPullAt ?? 'never'}; last push ${status.lastPushAt ?? 'never'}`,
   );
@@ -85,6 +112,7 @@ export async function teamStatus(config: AgentConfig, opts: TeamOptions, io: Out
 
 export async function teamPull(config: AgentConfig, opts: TeamOptions, io: Output): Promise<number> {
   const target = await targetFor(config, opts.cwd);
+  if (target.store) return storeSync(target.store, target.teamDirShown, opts, io);
   const report = await pullTeamMemory(target, { skipEtagCache: true });
   if (opts.json) io.out(JSON.stringify(report));
   else for (const line of describePull(report, target.teamDirShown)) io.out(line);
@@ -93,11 +121,119 @@ export async function teamPull(config: AgentConfig, opts: TeamOptions, io: Outpu
 
 export async function teamPush(config: AgentConfig, opts: TeamOptions, io: Output): Promise<number> {
   const target = await targetFor(config, opts.cwd);
+  if (target.store) return storeSync(target.store, target.teamDirShown, opts, io);
   // A person asking to push overrides a suppression (they may have fixed what the service refused).
   const report = await pushTeamMemory(target, { force: true });
   if (opts.json) io.out(JSON.stringify(report));
   else for (const line of describePush(report)) io.out(line);
   return report.outcome === 'failed' ? EXIT.failure : EXIT.ok;
+}
+
+async function storeStatus(
+  target: Target,
+  store: StoreSyncTarget,
+  opts: TeamOptions,
+  io: Output,
+): Promise<number> {
+  const status = await teamStoreStatus(store);
+  if (opts.json) {
+    io.out(
+      JSON.stringify({
+        teamDir: target.teamDirShown,
+        protocol: 'memory-store',
+        repo: target.repo,
+        ...status,
+      }),
+    );
+    return status.remoteError ? EXIT.failure : EXIT.ok;
+  }
+  io.out(`Team memory for ${target.repo} (${target.teamDirShown})`);
+  io.out(`  protocol: memory-store ${status.storeId}`);
+  io.out(
+    `  ${status.local} local file${status.local === 1 ? '' : 's'}; last sync ${status.lastSyncAt ?? 'never'}`,
+  );
+  if (status.remoteError) io.out(`  store: unreachable (${status.remoteError})`);
+  for (const k of status.conflicts)
+    io.out(
+      `  conflict ${k}: changed here and in the store; a sync writes the store's version and keeps yours in ${join(target.teamDirShown, CONFLICTS_DIRNAME)}/`,
+    );
+  io.out(`  to push (${status.toPush.length}): ${status.toPush.join(', ') || '—'}`);
+  io.out(`  to pull (${status.toPull.length}): ${status.toPull.join(', ') || '—'}`);
+  for (const m of status.foreignMounts)
+    io.out(
+      `  ${m}/: another client's mirror of a store (Claude Code / the SDK); read, never synced from here`,
+    );
+  for (const copy of status.conflictCopies) io.out(`  conflict copy ${join(target.teamDirShown, copy)}`);
+  for (const line of skippedLines(status.skipped)) io.out(`  ${line}`);
+  return status.remoteError ? EXIT.failure : EXIT.ok;
+}
+
+/** `engram team pull|push` on a store-backed project: one sync pass, both ways. */
+async function storeSync(
+  store: StoreSyncTarget,
+  teamDir: string,
+  opts: TeamOptions,
+  io: Output,
+): Promise<number> {
+  const r = await syncTeamStore(store);
+  if (opts.json) {
+    io.out(JSON.stringify(r));
+    return EXIT.ok;
+  }
+  io.out(
+    `Synced with memory store ${r.storeId}: ${r.uploaded.length} uploaded, ${r.downloaded.length} downloaded, ${r.deleted.length} deleted, ${r.unchanged} unchanged.`,
+  );
+  for (const u of r.uploaded) io.out(`  pushed   ${u.key}`);
+  for (const d of r.downloaded) io.out(`  ${d.change.padEnd(8)} ${d.key}`);
+  for (const d of r.deleted) io.out(`  deleted  ${d.key} (${d.where === 'store' ? 'in the store' : 'here'})`);
+  for (const c of r.conflicts)
+    io.out(`  conflict ${c.key}: the store's version was written, yours is kept in ${join(teamDir, c.copy)}`);
+  for (const s of r.skipped)
+    io.out(`  skipped  ${JSON.stringify(s.key)}: ${s.reason}${s.detail ? ` (${s.detail})` : ''}`);
+  return EXIT.ok;
+}
+
+/** `engram memory history <file>`: the versions a memory store holds of one store-backed team file. */
+export async function memoryHistoryCommand(
+  config: AgentConfig,
+  opts: TeamOptions & { file: string },
+  io: Output,
+): Promise<number> {
+  const target = await targetFor(config, opts.cwd);
+  if (!target.store) {
+    io.err(
+      `${opts.file}: history is kept for store-backed team files only, and ${target.repo} syncs with the team-memory protocol (set ENGRAM_TEAM_MEMORY_STORE).`,
+    );
+    return EXIT.usage;
+  }
+  const memoryDir = dirname(target.teamDir);
+  const abs = resolve(memoryDir, opts.file);
+  const key = relative(target.teamDir, abs).split(sep).join('/');
+  if (!key || key.startsWith('..') || isAbsolute(key)) {
+    io.err(
+      `${opts.file}: not a file of the team directory ${target.teamDirShown} (history is kept for team files).`,
+    );
+    return EXIT.usage;
+  }
+  const h = await memoryHistory(target.store.client, target.store.storeId, key);
+  if (opts.json) {
+    io.out(JSON.stringify({ file: key, storeId: target.store.storeId, ...h }));
+    return EXIT.ok;
+  }
+  if (!h.memoryId) {
+    io.out(`${key}: memory store ${target.store.storeId} has no versions of it (never synced).`);
+    return EXIT.ok;
+  }
+  io.out(`${key} in memory store ${target.store.storeId} (${h.memoryId}), newest first:`);
+  for (const v of h.versions) {
+    const by = v.created_by as { type?: string; api_key_id?: string; job?: string } | null;
+    const who = by
+      ? `${by.job ? `job ${by.job} via ` : ''}${by.api_key_id ?? by.type ?? 'unknown'}`
+      : 'unknown';
+    const size = v.redacted ? 'redacted' : `${v.content_size_bytes ?? 0} bytes`;
+    io.out(`  ${v.created_at}  ${v.operation.padEnd(8)} ${v.id}  ${size}  by ${who}`);
+  }
+  return EXIT.ok;
 }
 
 export function describePull(r: PullReport, teamDir?: string): string[] {

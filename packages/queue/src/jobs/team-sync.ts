@@ -25,11 +25,21 @@ export const teamSyncPayload = projectRef.extend({
   debounceMs: z.number().int().min(0).max(60_000).default(0),
   sessionId: sessionId.optional(),
   requestedAt: z.iso.datetime(),
+  /**
+   * The worker job whose writes this push carries (`extract:<job id>`, `dream:<job id>`): a memory store records
+   * it in each new version's `created_by.job`. Only the workers set it (the seed protocol ignores it).
+   */
+  author: z
+    .string()
+    .regex(/^[a-z][a-z-]{0,31}:[A-Za-z0-9._:-]{1,128}$/)
+    .optional(),
 });
 export type TeamSyncPayload = z.infer<typeof teamSyncPayload>;
 
 export const teamSyncResult = z.object({
   action: z.enum(['pull', 'push']),
+  /** Which protocol the project synced with (absent: the seed `team-memory`). */
+  protocol: z.enum(['team-memory', 'memory-store']).optional(),
   repo: z.string(),
   outcome: z.enum(['pulled', 'not-modified', 'no-data', 'pushed', 'up-to-date', 'suppressed']),
   /** pull: files written (created, updated or restored). */
@@ -57,6 +67,7 @@ export const teamSyncJob = {
   deduplicationId: (p: TeamSyncPayload) =>
     projectKey(
       p,
-      (dir) => `team-sync:${p.action}${p.action === 'push' && p.debounceMs > 0 ? '-debounced' : ''}:${dir}`,
+      (dir) =>
+        `team-sync:${p.action}${p.action === 'push' && p.debounceMs > 0 ? '-debounced' : ''}${p.author ? '-authored' : ''}:${dir}`,
     ),
 } as const;

@@ -10,7 +10,8 @@ import { ancestorsOf } from './paths.js';
 // (SELECT … FOR UPDATE), so path-conflict checks, the per-store memory cap and preconditions see a stable store.
 
 export type Actor =
-  | { type: 'api_actor'; api_key_id: string }
+  // `job`: Engram's addition (the worker job a write was made for, e.g. `extract:42`); clients ignore it.
+  | { type: 'api_actor'; api_key_id: string; job?: string }
   | { type: 'session_actor'; session_id: string }
   | { type: 'service_account_actor'; service_account_id: string }
   | { type: 'user_actor'; user_id: string };

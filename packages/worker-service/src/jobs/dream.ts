@@ -47,6 +47,7 @@ import type { HandlerDeps } from '../service.js';
 import { projectWriterLeaseKey } from './extract.js';
 import { jobReadBoundary, pathsForJob } from './job-paths.js';
 import { assertModelReachable } from './model-preflight.js';
+import { requestAuthoredTeamPush } from './team-authored-push.js';
 
 // dream: consolidate a project's memories with a forked agent (docs/design.md §5, §6; docs/claude-code-memory.md §8).
 //
@@ -381,6 +382,15 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
             ...result.files.updated.map((path) => ({ path, action: 'updated' as const })),
             ...result.files.deleted.map((path) => ({ path, action: 'deleted' as const })),
           ]);
+          // Changed a store-backed team/: a push that names this consolidation as the author of the versions.
+          await requestAuthoredTeamPush(
+            deps,
+            payload,
+            [...receipt.created, ...receipt.updated, ...receipt.deleted],
+            `dream:${ctx.job.id}`,
+          ).catch((error) =>
+            log.warn({ err: (error as Error).message }, 'could not request the authored team push'),
+          );
           return result;
         },
         // Any failure while this worker still owns the project rolls `.consolidate-lock` back (the snapshot

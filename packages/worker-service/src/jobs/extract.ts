@@ -26,6 +26,7 @@ import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
 import { jobReadBoundary, pathsForJob } from './job-paths.js';
+import { requestAuthoredTeamPush } from './team-authored-push.js';
 
 // extract: turn the messages since the session's cursor into memories with a forked agent (docs/design.md §5, §6),
 // as configuration over the one fork pipeline (@engram/memory-work): the project's writer lease, the job's
@@ -247,6 +248,11 @@ export function createExtractHandler(deps: ExtractDeps) {
           }
           // Only now, after every write landed, does the cursor move: a crash before this line redoes the range.
           await advance(target);
+          // Written into a store-backed team/: a push that names this job as the author of the new versions.
+          await requestAuthoredTeamPush(deps, payload, receipt.files, `extract:${ctx.job.id}`).catch(
+            (error) =>
+              log.warn({ err: (error as Error).message }, 'could not request the authored team push'),
+          );
           await state.recordExtractReceipt({
             fromSeq: base.fromSeq,
             toSeq: target.leafSeq,

@@ -5,6 +5,14 @@ import { teamSyncQueueConfig } from '@engram/queue/queues/team-sync.config';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { type JobHandler, PermanentJobError } from '@engram/queue/worker';
 import { TeamMemoryHttpClient } from '@engram/team-memory/client/http-client';
+import { teamProtocolFor } from '@engram/team-memory/client/protocol';
+import {
+  memoryStoreClient,
+  STORE_SYNC_STATE_FILENAME,
+  type StoreSyncReport,
+  StoreSyncStateFile,
+  syncTeamStore,
+} from '@engram/team-memory/client/store-sync';
 import {
   type PullReport,
   type PushReport,
@@ -105,6 +113,71 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
       if (wait > 0) throw await ctx.defer(wait);
     }
     const paths = pathsForJob(deps.config, payload);
+    const protocol = teamProtocolFor(sync.stores, payload.repo);
+    if (protocol.kind === 'memory-store') {
+      // Through a memory store, one pass moves both ways and may write into team/ (a download, a conflict copy):
+      // pull or push, it is one of the project's memory writers and takes the writer lease.
+      const log = {
+        queue: 'team-sync',
+        jobId: ctx.job.id,
+        project: payload.projectDir,
+        storeId: protocol.storeId,
+      };
+      const writer = await takeWriterTurn(deps.engine.state, ctx, deps.waker, {
+        key: projectWriterLeaseKey(payload),
+        kind: 'team-sync',
+        ttlMs: deps.config.lockDurationMs ?? teamSyncQueueConfig.lockDurationMs,
+      });
+      let report: StoreSyncReport;
+      try {
+        report = await syncTeamStore({
+          teamDir: paths.teamDir,
+          storeId: protocol.storeId,
+          repo: payload.repo,
+          client: memoryStoreClient({
+            baseUrl: sync.url,
+            apiKey,
+            ...(payload.author ? { author: payload.author } : {}),
+            ...(deps.http?.maxRetries !== undefined ? { maxRetries: deps.http.maxRetries } : {}),
+            ...(deps.http?.timeoutMs !== undefined ? { timeoutMs: deps.http.timeoutMs } : {}),
+          }),
+          state: new StoreSyncStateFile(join(paths.projectDir, STORE_SYNC_STATE_FILENAME)),
+        });
+      } catch (error) {
+        const status = (error as { status?: number }).status;
+        if (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429)
+          throw new PermanentJobError(
+            'TEAM_STORE_REFUSED',
+            `The memory store refused the sync: ${(error as Error).message}`,
+          );
+        throw error;
+      } finally {
+        await writer.release();
+      }
+      recordStore(metrics, report);
+      for (const s of report.skipped) {
+        if (s.reason === 'secret')
+          logger.warn(
+            { ...log, key: s.key, rule: s.detail },
+            'team memory file not uploaded: it contains a secret',
+          );
+        else logger.info({ ...log, key: s.key, reason: s.reason }, 'team memory file not synced');
+      }
+      if (report.conflicts.length)
+        logger.warn(
+          { ...log, conflicts: report.conflicts },
+          'team memory changed here and in the store; the store won, the local version is kept in the conflict copy',
+        );
+      const teamRel = relative(paths.memoryDir, paths.teamDir).split(sep).join('/');
+      await new ProjectChanges(deps.engine.state, projectChangesScope(payload)).record(
+        'team-pull',
+        report.downloaded.map((w) => ({
+          path: `${teamRel}/${w.key}`,
+          action: w.change === 'updated' ? ('updated' as const) : ('created' as const),
+        })),
+      );
+      return storeResult(payload.action, payload.repo, report);
+    }
     const target = {
       teamDir: paths.teamDir,
       repo: payload.repo,
@@ -190,6 +263,36 @@ function recordPush(m: TeamSyncMetrics, r: PushReport): void {
   for (const s of r.skipped) m.skipped.inc({ direction: 'push', reason: s.reason });
   if (r.conflicts) m.conflicts.inc({ direction: 'push' }, r.conflicts);
   if (r.bytes) m.bytes.inc({ direction: 'push' }, r.bytes);
+}
+
+function recordStore(m: TeamSyncMetrics, r: StoreSyncReport): void {
+  const outcome = r.uploaded.length ? 'pushed' : r.downloaded.length ? 'pulled' : 'up-to-date';
+  m.runs.inc({ action: 'store-sync', outcome });
+  if (r.uploaded.length) m.entries.inc({ direction: 'push', outcome: 'pushed' }, r.uploaded.length);
+  if (r.downloaded.length) m.entries.inc({ direction: 'pull', outcome: 'written' }, r.downloaded.length);
+  if (r.unchanged) m.entries.inc({ direction: 'pull', outcome: 'unchanged' }, r.unchanged);
+  for (const s of r.skipped) m.skipped.inc({ direction: 'push', reason: s.reason });
+  if (r.conflicts.length) m.conflicts.inc({ direction: 'pull' }, r.conflicts.length);
+  const up = r.uploaded.reduce((n, u) => n + u.bytes, 0);
+  const down = r.downloaded.reduce((n, d) => n + d.bytes, 0);
+  if (up) m.bytes.inc({ direction: 'push' }, up);
+  if (down) m.bytes.inc({ direction: 'pull' }, down);
+}
+
+function storeResult(action: 'pull' | 'push', repo: string, r: StoreSyncReport): TeamSyncResult {
+  return {
+    action,
+    protocol: 'memory-store',
+    repo,
+    outcome: r.uploaded.length ? 'pushed' : r.downloaded.length ? 'pulled' : 'up-to-date',
+    written: r.downloaded.map((d) => ({ key: d.key, change: d.change })),
+    pushed: r.uploaded.map((u) => u.key),
+    skipped: r.skipped.map((s) => ({ key: s.key, reason: s.reason })),
+    keptLocal: [],
+    conflicts: r.conflicts.length,
+    bytes: r.uploaded.reduce((n, u) => n + u.bytes, 0) + r.downloaded.reduce((n, d) => n + d.bytes, 0),
+    checksum: null,
+  };
 }
 
 function pullResult(r: PullReport): TeamSyncResult {
