@@ -13,11 +13,12 @@ import { advanceExtractedMark, readExtractedMark } from '@engram/memory-core/ext
 import { loadMemoryIndex } from '@engram/memory-core/memdir/index-file';
 import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
 import { formatMemoryManifest, type MemoryHeader, scanMemoryDir } from '@engram/memory-core/memdir/scan';
-import { ENTRYPOINT_NAME } from '@engram/memory-core/paths/memory-paths';
+import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '@engram/memory-core/paths/memory-paths';
 import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
 import { buildExtractionPrompt } from '@engram/memory-core/prompts/extraction-prompt';
-import { runForkPipeline } from '@engram/memory-work/pipeline';
-import { journalTransaction } from '@engram/memory-work/transactions';
+import { type ForkOutcome, type ForkPlan, type Receipt, runForkPipeline } from '@engram/memory-work/pipeline';
+import { type CommitHooks, runStagedForkPipeline } from '@engram/memory-work/staged';
+import { type ExtractJournal, JOURNAL_TTL_MS, journalTransaction } from '@engram/memory-work/transactions';
 import type { ExtractPayload, ExtractResult } from '@engram/queue/jobs/extract';
 import { extractQueueConfig } from '@engram/queue/queues/extract.config';
 import { SessionState, type TranscriptCursor } from '@engram/queue/state/session-state';
@@ -38,10 +39,17 @@ export const EXTRACT_MAX_TURNS = 5;
 
 export interface ExtractDeps extends HandlerDeps {
   client: ModelClient;
+  /** Test seam: a step hook of the staged commit (a throw stands for a kill at that step). */
+  stagedHooks?: CommitHooks;
 }
 
 function extractJournalKey(jobId: string | undefined): string {
   return `extract-journal:${jobId ?? 'unknown'}`;
+}
+
+/** The staged path's commit journal (from/to hashes of the files a commit publishes). */
+function stagedJournalKey(jobId: string | undefined): string {
+  return `extract-commit:${jobId ?? 'unknown'}`;
 }
 
 export function projectWriterLeaseKey(project: ProjectScope): string {
@@ -141,138 +149,199 @@ export function createExtractHandler(deps: ExtractDeps) {
       return { outcome: 'skipped-no-new-messages', ...base, ...nothing };
     }
 
+    // The fork's plan against `root`: the live memory directory (serial path) or the job's staging copy of it
+    // (staged path); either way the only directory the fork may change, named in its instruction.
+    const planFor = async (root: string, recovered: readonly string[]): Promise<ForkPlan> => {
+      // The fork sees what earlier attempts of this job wrote whatever the manifest's newest-200 window
+      // holds now (more than 200 newer files may have landed between attempts), and is told those facts
+      // are saved — so a retry updates them instead of saving them again under another name.
+      const alreadyWritten = recovered.filter((rel) => !isIndexFile(rel));
+      const scan = await scanMemoryDir(root);
+      const headers: MemoryHeader[] = [...scan.headers];
+      const missing = alreadyWritten.filter((rel) => !headers.some((h) => h.filename === rel));
+      if (missing.length > 0) {
+        const all = await scanMemoryDir(root, { maxFiles: Number.POSITIVE_INFINITY });
+        headers.unshift(...all.headers.filter((h) => missing.includes(h.filename)));
+      }
+      if (alreadyWritten.length > 0) {
+        log.info({ files: alreadyWritten }, 'resuming: an earlier attempt of this job already wrote these');
+      }
+      return {
+        source: {
+          kind: 'session',
+          transcriptPath,
+          entries,
+          leafUuid: target.leafUuid,
+          sessionId: payload.sessionId,
+        },
+        instruction: buildExtractionPrompt({
+          newMessageCount,
+          manifest: formatMemoryManifest(headers),
+          memoryDir: root,
+          maxTurns: EXTRACT_MAX_TURNS,
+          alreadyWritten,
+        }),
+        canUseTool: memoryWritePolicy(root, { teamDir: join(root, TEAM_DIRNAME) }),
+        maxTurns: EXTRACT_MAX_TURNS,
+        cwd: root,
+        toolResultsDir: paths.toolResultsDir(payload.sessionId),
+        ...(await jobReadBoundary(config, payload)),
+      };
+    };
+    // Files this run changed get Claude Code's metadata (originSessionId, modified).
+    const stamp = () => ({ originSessionId: payload.sessionId, modified: new Date().toISOString() });
+
+    const finish = async (receipt: Receipt, fork: ForkOutcome | undefined): Promise<ExtractResult> => {
+      const memories: ExtractResult['memories'] = [];
+      const typeOf = new Map<string, MemoryHeader['type']>();
+      if (receipt.files.length > 0) {
+        const scan = await scanMemoryDir(paths.memoryDir, { maxFiles: Number.POSITIVE_INFINITY });
+        for (const h of scan.headers) typeOf.set(h.filename, h.type);
+      }
+      for (const [action, files] of [
+        ['created', receipt.created],
+        ['updated', receipt.updated],
+      ] as const) {
+        for (const rel of files) {
+          if (isIndexFile(rel)) continue;
+          const type = typeOf.get(rel);
+          memories.push({ path: rel, ...(type ? { type } : {}), action });
+        }
+      }
+      // A cut index is never silent: count it and say which memories no longer make it into the context.
+      const index = await loadMemoryIndex(paths.memoryIndexPath).catch(() => undefined);
+      if (index?.overflow) {
+        metrics.indexOverflows.inc({ queue: 'extract', cap: index.overflow.cap });
+        log.warn(
+          {
+            cap: index.overflow.cap,
+            entriesLost: index.overflow.entriesLost.length,
+            lines: index.overflow.totalLines,
+          },
+          'MEMORY.md is over its load caps; run a consolidation (engram dream) to bring it back under',
+        );
+      }
+      // Only now, after every write landed, does the cursor move: a crash before this line redoes the range.
+      await advance(target);
+      await state.recordExtractReceipt({
+        fromSeq: base.fromSeq,
+        toSeq: target.leafSeq,
+        memories,
+        atMs: Date.now(),
+      });
+      const usage = fork?.usage ?? nothing.usage;
+      log.info(
+        {
+          toSeq: target.leafSeq,
+          memories: memories.length,
+          turns: fork?.turns ?? 0,
+          cacheRead: usage.cacheReadInputTokens,
+        },
+        'extraction done',
+      );
+      return {
+        outcome: 'extracted',
+        ...base,
+        memories,
+        turns: fork?.turns ?? 0,
+        usage,
+        deniedToolCalls: fork?.deniedCalls.length ?? 0,
+      };
+    };
+    const pipelineDeps = {
+      client: deps.client,
+      state: engine.state,
+      metrics,
+      ...(deps.waker ? { waker: deps.waker } : {}),
+    };
+    const writer = { key: projectWriterLeaseKey(payload), ttlMs };
+
+    if (!config.extractSerial) {
+      // Staged (default): the fork runs in parallel with the project's other extractions against a private
+      // copy, and only its commit takes the project-writer lease, for milliseconds (docs/concurrency.md).
+      const staged = await runStagedForkPipeline<ExtractResult>(pipelineDeps, {
+        ctx,
+        log,
+        writer,
+        memoryDir: paths.memoryDir,
+        journalKey: stagedJournalKey(ctx.job.id),
+        countsAsMemory: (rel) => !isIndexFile(rel),
+        ...(deps.stagedHooks ? { hooks: deps.stagedHooks } : {}),
+        admit: async () => {
+          // Under the lease: another job of this session may have covered the range meanwhile.
+          const [nowState, nowDisk] = await Promise.all([
+            state.extractCursor(),
+            readExtractedMark(sessionDir),
+          ]);
+          const seq = Math.max(nowState?.leafSeq ?? 0, nowDisk?.leafSeq ?? 0);
+          if (seq >= target.leafSeq) {
+            return { skip: { outcome: 'skipped-stale' as const, ...base, ...nothing } };
+          }
+          if (seq > (cursor?.leafSeq ?? 0)) return { rerun: true };
+          return undefined;
+        },
+        plan: ({ stagingDir, recovered }) => planFor(stagingDir, recovered),
+        prepare: async ({ stagingDir, change }) => {
+          const now = stamp();
+          for (const rel of [...change.created, ...change.updated]) {
+            if (isIndexFile(rel)) continue;
+            await ensureIndexPointer(stagingDir, rel, { stamp: now });
+          }
+        },
+        finish: ({ receipt, fork }) => finish(receipt, fork),
+      });
+      if (staged.kind === 'done') return staged.result;
+      log.warn(
+        { conflicts: staged.conflicts },
+        'staged commits kept conflicting; extracting on the serial path',
+      );
+      // What an interrupted staged commit landed is credited by the serial path's journal (written before the
+      // staged journal is dropped, so a kill in between loses neither).
+      if (Object.keys(staged.carried).length > 0) {
+        const key = extractJournalKey(ctx.job.id);
+        const existing = await engine.state.getJson<ExtractJournal>(key);
+        await engine.state.setJson(
+          key,
+          { intents: { ...staged.carried, ...(existing?.intents ?? {}) } },
+          JOURNAL_TTL_MS,
+        );
+      }
+      await engine.state.delete(stagedJournalKey(ctx.job.id));
+    }
+
     const journal = journalTransaction({
       state: engine.state,
       key: extractJournalKey(ctx.job.id),
       root: paths.memoryDir,
     });
-    return runForkPipeline(
-      { client: deps.client, state: engine.state, metrics, ...(deps.waker ? { waker: deps.waker } : {}) },
-      {
-        queue: 'extract',
-        ctx,
-        log,
-        // One memory writer per project at a time, in arrival order (parallel sessions of one repository
-        // would otherwise race on MEMORY.md).
-        writer: { key: projectWriterLeaseKey(payload), ttlMs },
-        root: paths.memoryDir,
-        tempMaxAgeMs: ttlMs,
-        countsAsMemory: (rel) => !isIndexFile(rel),
-        transaction: journal,
-        plan: async ({ recovered }) => {
-          // The fork sees what earlier attempts of this job wrote whatever the manifest's newest-200 window
-          // holds now (more than 200 newer files may have landed between attempts), and is told those facts
-          // are saved — so a retry updates them instead of saving them again under another name.
-          const alreadyWritten = recovered.filter((rel) => !isIndexFile(rel));
-          const scan = await scanMemoryDir(paths.memoryDir);
-          const headers: MemoryHeader[] = [...scan.headers];
-          const missing = alreadyWritten.filter((rel) => !headers.some((h) => h.filename === rel));
-          if (missing.length > 0) {
-            const all = await scanMemoryDir(paths.memoryDir, { maxFiles: Number.POSITIVE_INFINITY });
-            headers.unshift(...all.headers.filter((h) => missing.includes(h.filename)));
-          }
-          if (alreadyWritten.length > 0) {
-            log.info(
-              { files: alreadyWritten },
-              'resuming: an earlier attempt of this job already wrote these',
-            );
-          }
-          return {
-            source: {
-              kind: 'session',
-              transcriptPath,
-              entries,
-              leafUuid: target.leafUuid,
-              sessionId: payload.sessionId,
-            },
-            instruction: buildExtractionPrompt({
-              newMessageCount,
-              manifest: formatMemoryManifest(headers),
-              memoryDir: paths.memoryDir,
-              maxTurns: EXTRACT_MAX_TURNS,
-              alreadyWritten,
-            }),
-            canUseTool: memoryWritePolicy(paths.memoryDir, { teamDir: paths.teamDir }),
-            maxTurns: EXTRACT_MAX_TURNS,
-            cwd: paths.memoryDir,
-            toolResultsDir: paths.toolResultsDir(payload.sessionId),
-            ...(await jobReadBoundary(config, payload)),
-          };
-        },
-        commit: async ({ change }) => {
-          // Pointer maintenance is mechanical: guarantee it rather than trust the model did step two — for
-          // every memory file this job changed, including what an earlier attempt wrote before being killed.
-          const changed = new Set([...change.created, ...change.updated]);
-          const touched = new Set([...changed, ...journal.intended]);
-          // Files this attempt changed get Claude Code's metadata (originSessionId, modified); a file only
-          // intended (a refused write, an earlier attempt's) keeps its bytes, so the receipt stays true.
-          const stamp = { originSessionId: payload.sessionId, modified: new Date().toISOString() };
-          // Nothing written or meant to be (the usual "nothing to save"): nothing to maintain either.
-          if (touched.size === 0) return false;
-          for (const rel of touched) {
-            if (isIndexFile(rel)) continue;
-            if (!(await journalFileExists(paths.memoryDir, rel))) continue;
-            await ensureIndexPointer(paths.memoryDir, rel, changed.has(rel) ? { stamp } : {});
-          }
-        },
-        finish: async ({ receipt, fork }) => {
-          const memories: ExtractResult['memories'] = [];
-          const typeOf = new Map<string, MemoryHeader['type']>();
-          if (receipt.files.length > 0) {
-            const scan = await scanMemoryDir(paths.memoryDir, { maxFiles: Number.POSITIVE_INFINITY });
-            for (const h of scan.headers) typeOf.set(h.filename, h.type);
-          }
-          for (const [action, files] of [
-            ['created', receipt.created],
-            ['updated', receipt.updated],
-          ] as const) {
-            for (const rel of files) {
-              if (isIndexFile(rel)) continue;
-              const type = typeOf.get(rel);
-              memories.push({ path: rel, ...(type ? { type } : {}), action });
-            }
-          }
-          // A cut index is never silent: count it and say which memories no longer make it into the context.
-          const index = await loadMemoryIndex(paths.memoryIndexPath).catch(() => undefined);
-          if (index?.overflow) {
-            metrics.indexOverflows.inc({ queue: 'extract', cap: index.overflow.cap });
-            log.warn(
-              {
-                cap: index.overflow.cap,
-                entriesLost: index.overflow.entriesLost.length,
-                lines: index.overflow.totalLines,
-              },
-              'MEMORY.md is over its load caps; run a consolidation (engram dream) to bring it back under',
-            );
-          }
-          // Only now, after every write landed, does the cursor move: a crash before this line redoes the range.
-          await advance(target);
-          await state.recordExtractReceipt({
-            fromSeq: base.fromSeq,
-            toSeq: target.leafSeq,
-            memories,
-            atMs: Date.now(),
-          });
-          log.info(
-            {
-              toSeq: target.leafSeq,
-              memories: memories.length,
-              turns: fork.turns,
-              cacheRead: fork.usage.cacheReadInputTokens,
-            },
-            'extraction done',
-          );
-          return {
-            outcome: 'extracted',
-            ...base,
-            memories,
-            turns: fork.turns,
-            usage: fork.usage,
-            deniedToolCalls: fork.deniedCalls.length,
-          };
-        },
+    return runForkPipeline(pipelineDeps, {
+      queue: 'extract',
+      ctx,
+      log,
+      // Serial: one memory writer per project at a time for the whole fork, in arrival order.
+      writer,
+      root: paths.memoryDir,
+      tempMaxAgeMs: ttlMs,
+      countsAsMemory: (rel) => !isIndexFile(rel),
+      transaction: journal,
+      plan: ({ recovered }) => planFor(paths.memoryDir, recovered),
+      commit: async ({ change }) => {
+        // Pointer maintenance is mechanical: guarantee it rather than trust the model did step two — for
+        // every memory file this job changed, including what an earlier attempt wrote before being killed.
+        const changed = new Set([...change.created, ...change.updated]);
+        const touched = new Set([...changed, ...journal.intended]);
+        // A file only intended (a refused write, an earlier attempt's) keeps its bytes, so the receipt stays true.
+        const now = stamp();
+        // Nothing written or meant to be (the usual "nothing to save"): nothing to maintain either.
+        if (touched.size === 0) return false;
+        for (const rel of touched) {
+          if (isIndexFile(rel)) continue;
+          if (!(await journalFileExists(paths.memoryDir, rel))) continue;
+          await ensureIndexPointer(paths.memoryDir, rel, changed.has(rel) ? { stamp: now } : {});
+        }
       },
-    );
+      finish: ({ receipt, fork }) => finish(receipt, fork),
+    });
   };
 }
 
