@@ -32,7 +32,7 @@ const envSchema = sharedEnvSchema.extend({
   ENGRAM_LOCK_DURATION_MS: optionalPositiveInt,
   ENGRAM_STALLED_INTERVAL_MS: optionalPositiveInt,
   ENGRAM_DREAM_LOCK_TTL_MS: optionalPositiveInt,
-  ENGRAM_EXTRACT_SERIAL: boolFlag.default(false),
+  ENGRAM_EXTRACT_STAGED: boolFlag.default(false),
   ENGRAM_DREAM_MAX_DELETED_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   ENGRAM_RECALL_TIMEOUT_MS: positiveInt.default(2_000),
   ENGRAM_SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
@@ -67,10 +67,11 @@ export interface WorkersConfig extends SharedSettings<QueueBackendConfig> {
   /** Consolidation lock and project-writer lease TTL for dreams (default: the dream job lock duration). */
   dreamLockTtlMs: number | undefined;
   /**
-   * Extraction forks of one project hold the project-writer lease for their whole run, one at a time
-   * (ENGRAM_EXTRACT_SERIAL). Default false: forks run in parallel on staged copies and only commit in turn.
+   * Extraction forks of one project run in parallel on staged copies of the memory directory and only their
+   * commit takes the project-writer lease (ENGRAM_EXTRACT_STAGED). Default false: one fork at a time holds the
+   * lease for its whole run (docs/concurrency.md says why the default is still serial).
    */
-  extractSerial: boolean;
+  extractStaged: boolean;
   /** Share of memories a dream may delete without folding their content elsewhere (default 0.5). */
   dreamMaxDeletedShare: number;
   /** How long the recall selector may take before the lexical fallback answers. */
@@ -164,7 +165,7 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
     nice: e.ENGRAM_WORKERS_NICE,
     stalledIntervalMs: e.ENGRAM_STALLED_INTERVAL_MS,
     dreamLockTtlMs: e.ENGRAM_DREAM_LOCK_TTL_MS,
-    extractSerial: e.ENGRAM_EXTRACT_SERIAL,
+    extractStaged: e.ENGRAM_EXTRACT_STAGED,
     dreamMaxDeletedShare: e.ENGRAM_DREAM_MAX_DELETED_SHARE,
     recallTimeoutMs: e.ENGRAM_RECALL_TIMEOUT_MS,
     shutdownTimeoutMs: e.ENGRAM_SHUTDOWN_TIMEOUT_MS,

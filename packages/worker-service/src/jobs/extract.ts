@@ -1,5 +1,5 @@
 import { promises as fs } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import type { ModelClient } from '@engram/agent-runtime/model/client';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
@@ -14,10 +14,14 @@ import { loadMemoryIndex } from '@engram/memory-core/memdir/index-file';
 import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
 import { formatMemoryManifest, type MemoryHeader, scanMemoryDir } from '@engram/memory-core/memdir/scan';
 import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '@engram/memory-core/paths/memory-paths';
-import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
+import {
+  type CanUseTool,
+  type JailedPolicy,
+  memoryWritePolicy,
+} from '@engram/memory-core/policy/memory-permissions';
 import { buildExtractionPrompt } from '@engram/memory-core/prompts/extraction-prompt';
 import { type ForkOutcome, type ForkPlan, type Receipt, runForkPipeline } from '@engram/memory-work/pipeline';
-import { type CommitHooks, runStagedForkPipeline } from '@engram/memory-work/staged';
+import { type CommitHooks, runStagedForkPipeline, STAGING_DIRNAME } from '@engram/memory-work/staged';
 import { type ExtractJournal, JOURNAL_TTL_MS, journalTransaction } from '@engram/memory-work/transactions';
 import type { ExtractPayload, ExtractResult } from '@engram/queue/jobs/extract';
 import { extractQueueConfig } from '@engram/queue/queues/extract.config';
@@ -25,6 +29,7 @@ import { SessionState, type TranscriptCursor } from '@engram/queue/state/session
 import { type ProjectScope, projectKey } from '@engram/queue/state/tenant-scope';
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
+import { withWriteJail } from '@engram/write-jail/write-jail';
 import type { HandlerDeps } from '../service.js';
 import { jobReadBoundary, pathsForJob } from './job-paths.js';
 
@@ -181,7 +186,11 @@ export function createExtractHandler(deps: ExtractDeps) {
           maxTurns: EXTRACT_MAX_TURNS,
           alreadyWritten,
         }),
-        canUseTool: memoryWritePolicy(root, { teamDir: join(root, TEAM_DIRNAME) }),
+        canUseTool: stagedAware(
+          memoryWritePolicy(root, { teamDir: join(root, TEAM_DIRNAME) }),
+          paths.memoryDir,
+          root,
+        ),
         maxTurns: EXTRACT_MAX_TURNS,
         cwd: root,
         toolResultsDir: paths.toolResultsDir(payload.sessionId),
@@ -256,8 +265,8 @@ export function createExtractHandler(deps: ExtractDeps) {
     };
     const writer = { key: projectWriterLeaseKey(payload), ttlMs };
 
-    if (!config.extractSerial) {
-      // Staged (default): the fork runs in parallel with the project's other extractions against a private
+    if (config.extractStaged) {
+      // Staged (ENGRAM_EXTRACT_STAGED): the fork runs in parallel with the project's other extractions against a private
       // copy, and only its commit takes the project-writer lease, for milliseconds (docs/concurrency.md).
       const staged = await runStagedForkPipeline<ExtractResult>(pipelineDeps, {
         ctx,
@@ -343,6 +352,33 @@ export function createExtractHandler(deps: ExtractDeps) {
       finish: ({ receipt, fork }) => finish(receipt, fork),
     });
   };
+}
+
+/**
+ * On a staged copy, a Write/Edit aimed at the live memory directory (the path the session's own system prompt
+ * names) is refused with the copy's path to use instead; the jail (the copy) stays the boundary.
+ */
+function stagedAware(policy: JailedPolicy, memoryDir: string, root: string): JailedPolicy {
+  if (root === memoryDir) return policy;
+  const guided: CanUseTool = async (tool, input) => {
+    const path = input.file_path;
+    if (
+      (tool.name === 'Write' || tool.name === 'Edit') &&
+      typeof path === 'string' &&
+      isMemoryPathSync(path, memoryDir)
+    ) {
+      const rel = relative(memoryDir, path);
+      if (!rel.startsWith(STAGING_DIRNAME)) {
+        return {
+          behavior: 'deny',
+          message: `This extraction works on a private copy of the memory directory: use ${join(root, rel)} instead.`,
+          reason: 'path_outside_memory',
+        };
+      }
+    }
+    return policy(tool, input);
+  };
+  return withWriteJail(guided, policy.writeJail);
 }
 
 async function journalFileExists(memoryDir: string, rel: string): Promise<boolean> {
