@@ -378,6 +378,8 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
 
   await removeStaleStagingDirs(memoryDir).catch(() => []);
   let carried: Record<string, string | null> = {};
+  // The copy of an interrupted commit that could not be completed: removed once a new commit replaces it.
+  let previousCopy: string | undefined;
   const stored = await deps.state.getJson<StagedJournal>(spec.journalKey);
   if (stored?.v === 1) {
     // An earlier attempt of this job was stopped mid-commit: roll its journal forward under the lease.
@@ -393,6 +395,7 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
         log.info({ files: applied.landed }, 'staged commit of an earlier attempt completed from its journal');
         return { kind: 'done', result: await finishUnderLease({ ...stored, carried }, undefined) };
       }
+      previousCopy = stored.stagingDir;
       log.warn({ unlanded: applied.unlanded }, 'earlier staged commit could not be completed; re-forking');
     } finally {
       await turn.release();
@@ -467,7 +470,9 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
           continue;
         }
         if (!owner()) throw new ForkAbortedError('extract', 'writer lease lost while committing');
-        return { kind: 'done', result: await finishUnderLease(out.journal, fork) };
+        const result = await finishUnderLease(out.journal, fork);
+        if (previousCopy) await fs.rm(previousCopy, { recursive: true, force: true }).catch(() => undefined);
+        return { kind: 'done', result };
       } finally {
         await turn.release();
       }
