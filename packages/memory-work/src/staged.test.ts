@@ -205,6 +205,25 @@ async function runScenario(
   return { kills, conflicts: all.reduce((n, j) => n + j.attempts, 0) };
 }
 
+it('a staged copy holds the visible Markdown with its modification times, and nothing hidden', async () => {
+  const memoryDir = mkdtempSync(join(tmpdir(), 'engram-stage-copy-'));
+  writeFileSync(join(memoryDir, 'old.md'), 'old');
+  await fs.mkdir(join(memoryDir, 'team'));
+  writeFileSync(join(memoryDir, 'team', 'shared.md'), 'team');
+  await fs.mkdir(join(memoryDir, '.history'));
+  writeFileSync(join(memoryDir, '.history', 'x.md'), 'snapshot');
+  const past = new Date(Date.now() - 30 * 86_400_000);
+  await fs.utimes(join(memoryDir, 'old.md'), past, past);
+  const copy = stagingDirFor(memoryDir, 'job/1');
+  expect(copy.startsWith(join(memoryDir, '.staging', 'job_1-'))).toBe(true);
+  const before = await stageMemoryDir(memoryDir, copy);
+  expect([...before.keys()].sort()).toEqual(['old.md', 'team/shared.md']);
+  expect(Math.abs((await fs.stat(join(copy, 'old.md'))).mtimeMs - past.getTime())).toBeLessThan(1_000);
+  expect(existsSync(join(copy, '.history'))).toBe(false);
+  // The live tree's hash does not see the copy.
+  expect([...(await hashTree(memoryDir)).keys()].sort()).toEqual(['old.md', 'team/shared.md']);
+});
+
 describe.each(TEST_BACKENDS.filter(([kind]) => kind === 'redis'))('staged commit on %s', (_kind, backend) => {
   it('two forks of one project changing the same file: the second commit conflicts, re-forks, both facts survive', async () => {
     const { worker } = await testEngines(backend, closer, uniquePrefix('staged-conflict'));

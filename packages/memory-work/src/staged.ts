@@ -107,11 +107,16 @@ export async function stageMemoryDir(memoryDir: string, stagingDir: string): Pro
   });
   const out: TreeState = new Map();
   for (const file of listing.files) {
-    const data = await fs.readFile(file.path).catch(() => undefined);
-    if (data === undefined) continue;
+    const [data, stat] = await Promise.all([
+      fs.readFile(file.path).catch(() => undefined),
+      fs.stat(file.path).catch(() => undefined),
+    ]);
+    if (data === undefined || stat === undefined) continue;
     const target = join(stagingDir, file.rel);
     await fs.mkdir(dirname(target), { recursive: true, mode: 0o700 });
     await fs.writeFile(target, data, { mode: 0o600 });
+    // The copy keeps the memories' ages: the fork's manifest orders and labels them by modification time.
+    await fs.utimes(target, stat.atime, stat.mtime);
     out.set(file.rel, hashContent(data));
   }
   return out;
@@ -434,6 +439,11 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
       if (changed && spec.prepare && (await spec.prepare({ stagingDir, change })) !== false) {
         after = await hashTree(stagingDir);
         change = diffTrees(before, after);
+      }
+      if (!changed && Object.keys(carried).length === 0) {
+        // Nothing to publish (the usual "nothing to save"): no lease, no journal; the cursor only moves forward.
+        const receipt: Receipt = { created: [], updated: [], deleted: [], files: [] };
+        return { kind: 'done', result: await spec.finish({ receipt, fork }) };
       }
       const turn = await turnOf();
       try {
