@@ -1,9 +1,10 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
 import type { ExtractResult } from '@engram/queue/jobs/extract';
 import { JobProducer } from '@engram/queue/producer';
+import { tenantHomeDir } from '@engram/tenants/tenant-store';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
@@ -180,5 +181,84 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
         expect(own).toHaveLength(1);
       }
     }, 120_000);
+
+    it('a tenant’s staged copy lies in its own area: its fork writes there, never into another tenant’s memory', async () => {
+      const engramHome = mkdtempSync(join(tmpdir(), 'engram-staged-tenants-'));
+      const cwd = mkdtempSync(join(tmpdir(), 'engram-staged-tenant-repo-'));
+      const acme = createForeground(scripted.server, { engramHome: tenantHomeDir(engramHome, 'acme'), cwd });
+      const rival = createForeground(scripted.server, {
+        engramHome: tenantHomeDir(engramHome, 'rival'),
+        cwd,
+      });
+      mkdirSync(rival.paths.memoryDir, { recursive: true });
+      const rivalSecret = '---\nname: Rival\ndescription: rival only\ntype: project\n---\nrival-only-7f3a\n';
+      writeFileSync(join(rival.paths.memoryDir, 'project_rival.md'), rivalSecret);
+      scripted.server.reset();
+      scripted.server.route(
+        'parent',
+        (r) => !isExtractionRequest(r.body),
+        () => textReply('Noted.'),
+        {
+          sticky: true,
+        },
+      );
+      const dirs: string[] = [];
+      const bodies: string[] = [];
+      scripted.server.route(
+        'extract',
+        (r) => isExtractionRequest(r.body),
+        (r): ScriptStep => {
+          bodies.push(JSON.stringify(r.body.messages));
+          const last = lastUserText(r.body);
+          if (!last.includes(MARK)) return textReply('Saved.');
+          const dir = /the memory directory `([^`]+)`/.exec(last)![1]!;
+          dirs.push(dir);
+          return reply(
+            text('Saving.'),
+            // Positive control: inside its own copy.
+            toolUse('Write', {
+              file_path: join(dir, 'project_acme.md'),
+              content: '---\nname: Acme\ndescription: acme fact\ntype: project\n---\nacme\n',
+            }),
+            // Outside it: the other tenant's memory (write and read), and this tenant's own live directory.
+            toolUse('Write', {
+              file_path: join(rival.paths.memoryDir, 'project_rival.md'),
+              content: 'pwned',
+            }),
+            toolUse('Read', { file_path: join(rival.paths.memoryDir, 'project_rival.md') }),
+            toolUse('Write', { file_path: join(acme.paths.memoryDir, 'project_live.md'), content: 'live' }),
+          );
+        },
+        { sticky: true },
+      );
+      const leaf = await acme.turn('remember the acme fact');
+      const ns = uniquePrefix('staged-tenant');
+      backend.cleanUpAfter(ns, closer);
+      const service = await startTestWorkerService({
+        modelUrl: scripted.server.url,
+        engramHome,
+        queues: 'extract',
+        closer,
+        backendEnv: backend.env(),
+        namespace: ns,
+        env: { ENGRAM_EXTRACT_STAGED: '1' },
+      });
+      const producer = closer.add(new JobProducer(service.engine));
+      const { jobId } = await producer.enqueue('extract', { ...acme.extractPayload(leaf), tenant: 'acme' });
+      const job = await waitForFinishedJob(producer.queue('extract'), jobId, 60_000);
+      expect(job.failedReason).toBeUndefined();
+      const result = job.returnvalue as ExtractResult;
+      expect(result.outcome).toBe('extracted');
+      expect(result.memories.map((m) => m.path)).toEqual(['project_acme.md']);
+      expect(result.deniedToolCalls).toBeGreaterThanOrEqual(2);
+      // The copy was inside acme's own memory directory, so inside its area.
+      expect(dirs[0]!.startsWith(join(acme.paths.memoryDir, '.staging'))).toBe(true);
+      expect(dirs[0]!.startsWith(tenantHomeDir(engramHome, 'acme'))).toBe(true);
+      expect(readFileSync(join(acme.paths.memoryDir, 'project_acme.md'), 'utf8')).toContain('acme');
+      expect(existsSync(join(acme.paths.memoryDir, 'project_live.md'))).toBe(false);
+      expect(readFileSync(join(rival.paths.memoryDir, 'project_rival.md'), 'utf8')).toBe(rivalSecret);
+      // The rival's bytes never reached the model.
+      expect(bodies.some((b) => b.includes('rival-only-7f3a'))).toBe(false);
+    }, 90_000);
   },
 );
