@@ -314,6 +314,8 @@ export interface StagedPipelineSpec<R> {
   /** The job's commit journal in the state store (across attempts). */
   journalKey: string;
   countsAsMemory?: (rel: string) => boolean;
+  /** Files an earlier attempt of this job wrote (e.g. on the serial path), with their hash before it. */
+  carried?: Record<string, string | null>;
   maxAttempts?: number;
   hooks?: CommitHooks;
   /**
@@ -382,7 +384,7 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
   };
 
   await removeStaleStagingDirs(memoryDir).catch(() => []);
-  let carried: Record<string, string | null> = {};
+  let carried: Record<string, string | null> = { ...spec.carried };
   // The copy of an interrupted commit that could not be completed: removed once a new commit replaces it.
   let previousCopy: string | undefined;
   const stored = await deps.state.getJson<StagedJournal>(spec.journalKey);
@@ -394,7 +396,7 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
       const applied = await inSpan('engram.commit', {}, () =>
         applyJournal(memoryDir, stored, { ...(spec.hooks ? { hooks: spec.hooks } : {}), owner }),
       );
-      carried = { ...stored.carried };
+      carried = { ...carried, ...stored.carried };
       for (const rel of applied.landed) carried[rel] ??= stored.files[rel]?.from ?? null;
       if (applied.unlanded.length === 0) {
         log.info({ files: applied.landed }, 'staged commit of an earlier attempt completed from its journal');

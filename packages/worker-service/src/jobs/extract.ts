@@ -23,9 +23,12 @@ import { buildExtractionPrompt } from '@engram/memory-core/prompts/extraction-pr
 import { type ForkOutcome, type ForkPlan, type Receipt, runForkPipeline } from '@engram/memory-work/pipeline';
 import { type CommitHooks, runStagedForkPipeline, STAGING_DIRNAME } from '@engram/memory-work/staged';
 import { type ExtractJournal, JOURNAL_TTL_MS, journalTransaction } from '@engram/memory-work/transactions';
+import { hashFile } from '@engram/memory-work/tree-hash';
+import { writerHolder } from '@engram/memory-work/writer-turn';
 import type { ExtractPayload, ExtractResult } from '@engram/queue/jobs/extract';
 import { extractQueueConfig } from '@engram/queue/queues/extract.config';
 import { SessionState, type TranscriptCursor } from '@engram/queue/state/session-state';
+import { RESERVED_HOLDER_PREFIX } from '@engram/queue/state/state-store';
 import { type ProjectScope, projectKey } from '@engram/queue/state/tenant-scope';
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
@@ -264,12 +267,31 @@ export function createExtractHandler(deps: ExtractDeps) {
       ...(deps.waker ? { waker: deps.waker } : {}),
     };
     const writer = { key: projectWriterLeaseKey(payload), ttlMs };
+    // Staged when asked to always, or (auto) when the project's writer lease is busy — held by another job, or
+    // reserved for one — so this fork need not wait a fork's length for it; and whenever an interrupted staged
+    // commit of this job is to be rolled forward. A lease handed to this very job is taken on the serial path.
+    const runsStaged = async (): Promise<boolean> => {
+      if (config.extractStaged === 'always') return true;
+      if (config.extractStaged === 'never') return false;
+      if (await engine.state.getJson(stagedJournalKey(ctx.job.id))) return true;
+      const lease = await engine.state.getLease(writer.key);
+      if (!lease || lease.expiresAtMs <= Date.now()) return false;
+      return lease.holder !== `${RESERVED_HOLDER_PREFIX}${writerHolder('extract', ctx.job.id)}`;
+    };
 
-    if (config.extractStaged) {
-      // Staged (ENGRAM_EXTRACT_STAGED): the fork runs in parallel with the project's other extractions against a private
+    if (await runsStaged()) {
+      // Staged: the fork runs in parallel with the project's other extractions against a private
       // copy, and only its commit takes the project-writer lease, for milliseconds (docs/concurrency.md).
+      // What an earlier serial attempt of this job wrote (its journal) is credited to this run and shown to
+      // the fork as already saved.
+      const serialJournal = await engine.state.getJson<ExtractJournal>(extractJournalKey(ctx.job.id));
+      const carried: Record<string, string | null> = {};
+      for (const [rel, was] of Object.entries(serialJournal?.intents ?? {})) {
+        if ((await hashFile(join(paths.memoryDir, rel))) !== was) carried[rel] = was;
+      }
       const staged = await runStagedForkPipeline<ExtractResult>(pipelineDeps, {
         ctx,
+        carried,
         log,
         writer,
         memoryDir: paths.memoryDir,
@@ -299,7 +321,10 @@ export function createExtractHandler(deps: ExtractDeps) {
         },
         finish: ({ receipt, fork }) => finish(receipt, fork),
       });
-      if (staged.kind === 'done') return staged.result;
+      if (staged.kind === 'done') {
+        if (serialJournal) await engine.state.delete(extractJournalKey(ctx.job.id));
+        return staged.result;
+      }
       log.warn(
         { conflicts: staged.conflicts },
         'staged commits kept conflicting; extracting on the serial path',
