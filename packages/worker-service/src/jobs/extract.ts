@@ -28,7 +28,7 @@ import { writerHolder } from '@engram/memory-work/writer-turn';
 import type { ExtractPayload, ExtractResult } from '@engram/queue/jobs/extract';
 import { extractQueueConfig } from '@engram/queue/queues/extract.config';
 import { SessionState, type TranscriptCursor } from '@engram/queue/state/session-state';
-import { RESERVED_HOLDER_PREFIX } from '@engram/queue/state/state-store';
+import { RESERVED_HOLDER_PREFIX, type StateStore } from '@engram/queue/state/state-store';
 import { type ProjectScope, projectKey } from '@engram/queue/state/tenant-scope';
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
@@ -267,115 +267,127 @@ export function createExtractHandler(deps: ExtractDeps) {
       ...(deps.waker ? { waker: deps.waker } : {}),
     };
     const writer = { key: projectWriterLeaseKey(payload), ttlMs };
-    // Staged when asked to always, or (auto) when the project's writer lease is busy — held by another job, or
-    // reserved for one — so this fork need not wait a fork's length for it; and whenever an interrupted staged
-    // commit of this job is to be rolled forward. A lease handed to this very job is taken on the serial path.
+    // Staged when asked to always, or (auto) when another extraction of this project is in flight or its writer
+    // lease is busy — so this fork need not wait a fork's length for it — and whenever an interrupted staged
+    // commit of this job is to be rolled forward. A lone job, and one the lease was handed to, runs serial.
+    const activeKey = projectKey(payload, (dir) => `extract-active:${dir}`);
+    const myId = ctx.job.id ?? 'unknown';
     const runsStaged = async (): Promise<boolean> => {
       if (config.extractStaged === 'always') return true;
       if (config.extractStaged === 'never') return false;
       if (await engine.state.getJson(stagedJournalKey(ctx.job.id))) return true;
       const lease = await engine.state.getLease(writer.key);
-      if (!lease || lease.expiresAtMs <= Date.now()) return false;
-      return lease.holder !== `${RESERVED_HOLDER_PREFIX}${writerHolder('extract', ctx.job.id)}`;
+      if (lease?.holder === `${RESERVED_HOLDER_PREFIX}${writerHolder('extract', ctx.job.id)}`) return false;
+      const others = await markActive(engine.state, activeKey, myId);
+      return others || (lease !== undefined && lease.expiresAtMs > Date.now());
     };
 
-    if (await runsStaged()) {
-      // Staged: the fork runs in parallel with the project's other extractions against a private
-      // copy, and only its commit takes the project-writer lease, for milliseconds (docs/concurrency.md).
-      // What an earlier serial attempt of this job wrote (its journal) is credited to this run and shown to
-      // the fork as already saved.
-      const serialJournal = await engine.state.getJson<ExtractJournal>(extractJournalKey(ctx.job.id));
-      const carried: Record<string, string | null> = {};
-      for (const [rel, was] of Object.entries(serialJournal?.intents ?? {})) {
-        if ((await hashFile(join(paths.memoryDir, rel))) !== was) carried[rel] = was;
+    const extractOn = async (staged: boolean): Promise<ExtractResult> => {
+      if (staged) {
+        // Staged: the fork runs in parallel with the project's other extractions against a private
+        // copy, and only its commit takes the project-writer lease, for milliseconds (docs/concurrency.md).
+        // What an earlier serial attempt of this job wrote (its journal) is credited to this run and shown to
+        // the fork as already saved.
+        const serialJournal = await engine.state.getJson<ExtractJournal>(extractJournalKey(ctx.job.id));
+        const carried: Record<string, string | null> = {};
+        for (const [rel, was] of Object.entries(serialJournal?.intents ?? {})) {
+          if ((await hashFile(join(paths.memoryDir, rel))) !== was) carried[rel] = was;
+        }
+        const staged = await runStagedForkPipeline<ExtractResult>(pipelineDeps, {
+          ctx,
+          carried,
+          log,
+          writer,
+          memoryDir: paths.memoryDir,
+          journalKey: stagedJournalKey(ctx.job.id),
+          countsAsMemory: (rel) => !isIndexFile(rel),
+          ...(deps.stagedHooks ? { hooks: deps.stagedHooks } : {}),
+          admit: async () => {
+            // Under the lease: another job of this session may have covered the range meanwhile.
+            const [nowState, nowDisk] = await Promise.all([
+              state.extractCursor(),
+              readExtractedMark(sessionDir),
+            ]);
+            const seq = Math.max(nowState?.leafSeq ?? 0, nowDisk?.leafSeq ?? 0);
+            if (seq >= target.leafSeq) {
+              return { skip: { outcome: 'skipped-stale' as const, ...base, ...nothing } };
+            }
+            if (seq > (cursor?.leafSeq ?? 0)) return { rerun: true };
+            return undefined;
+          },
+          plan: ({ stagingDir, recovered }) => planFor(stagingDir, recovered),
+          prepare: async ({ stagingDir, change }) => {
+            const now = stamp();
+            for (const rel of [...change.created, ...change.updated]) {
+              if (isIndexFile(rel)) continue;
+              await ensureIndexPointer(stagingDir, rel, { stamp: now });
+            }
+          },
+          finish: ({ receipt, fork }) => finish(receipt, fork),
+        });
+        if (staged.kind === 'done') {
+          if (serialJournal) await engine.state.delete(extractJournalKey(ctx.job.id));
+          return staged.result;
+        }
+        log.warn(
+          { conflicts: staged.conflicts },
+          'staged commits kept conflicting; extracting on the serial path',
+        );
+        // What an interrupted staged commit landed is credited by the serial path's journal (written before the
+        // staged journal is dropped, so a kill in between loses neither).
+        if (Object.keys(staged.carried).length > 0) {
+          const key = extractJournalKey(ctx.job.id);
+          const existing = await engine.state.getJson<ExtractJournal>(key);
+          await engine.state.setJson(
+            key,
+            { intents: { ...staged.carried, ...(existing?.intents ?? {}) } },
+            JOURNAL_TTL_MS,
+          );
+        }
+        await engine.state.delete(stagedJournalKey(ctx.job.id));
       }
-      const staged = await runStagedForkPipeline<ExtractResult>(pipelineDeps, {
+
+      const journal = journalTransaction({
+        state: engine.state,
+        key: extractJournalKey(ctx.job.id),
+        root: paths.memoryDir,
+      });
+      return runForkPipeline(pipelineDeps, {
+        queue: 'extract',
         ctx,
-        carried,
         log,
+        // Serial: one memory writer per project at a time for the whole fork, in arrival order.
         writer,
-        memoryDir: paths.memoryDir,
-        journalKey: stagedJournalKey(ctx.job.id),
+        root: paths.memoryDir,
+        tempMaxAgeMs: ttlMs,
         countsAsMemory: (rel) => !isIndexFile(rel),
-        ...(deps.stagedHooks ? { hooks: deps.stagedHooks } : {}),
-        admit: async () => {
-          // Under the lease: another job of this session may have covered the range meanwhile.
-          const [nowState, nowDisk] = await Promise.all([
-            state.extractCursor(),
-            readExtractedMark(sessionDir),
-          ]);
-          const seq = Math.max(nowState?.leafSeq ?? 0, nowDisk?.leafSeq ?? 0);
-          if (seq >= target.leafSeq) {
-            return { skip: { outcome: 'skipped-stale' as const, ...base, ...nothing } };
-          }
-          if (seq > (cursor?.leafSeq ?? 0)) return { rerun: true };
-          return undefined;
-        },
-        plan: ({ stagingDir, recovered }) => planFor(stagingDir, recovered),
-        prepare: async ({ stagingDir, change }) => {
+        transaction: journal,
+        plan: ({ recovered }) => planFor(paths.memoryDir, recovered),
+        commit: async ({ change }) => {
+          // Pointer maintenance is mechanical: guarantee it rather than trust the model did step two — for
+          // every memory file this job changed, including what an earlier attempt wrote before being killed.
+          const changed = new Set([...change.created, ...change.updated]);
+          const touched = new Set([...changed, ...journal.intended]);
+          // A file only intended (a refused write, an earlier attempt's) keeps its bytes, so the receipt stays true.
           const now = stamp();
-          for (const rel of [...change.created, ...change.updated]) {
+          // Nothing written or meant to be (the usual "nothing to save"): nothing to maintain either.
+          if (touched.size === 0) return false;
+          for (const rel of touched) {
             if (isIndexFile(rel)) continue;
-            await ensureIndexPointer(stagingDir, rel, { stamp: now });
+            if (!(await journalFileExists(paths.memoryDir, rel))) continue;
+            await ensureIndexPointer(paths.memoryDir, rel, changed.has(rel) ? { stamp: now } : {});
           }
         },
         finish: ({ receipt, fork }) => finish(receipt, fork),
       });
-      if (staged.kind === 'done') {
-        if (serialJournal) await engine.state.delete(extractJournalKey(ctx.job.id));
-        return staged.result;
-      }
-      log.warn(
-        { conflicts: staged.conflicts },
-        'staged commits kept conflicting; extracting on the serial path',
-      );
-      // What an interrupted staged commit landed is credited by the serial path's journal (written before the
-      // staged journal is dropped, so a kill in between loses neither).
-      if (Object.keys(staged.carried).length > 0) {
-        const key = extractJournalKey(ctx.job.id);
-        const existing = await engine.state.getJson<ExtractJournal>(key);
-        await engine.state.setJson(
-          key,
-          { intents: { ...staged.carried, ...(existing?.intents ?? {}) } },
-          JOURNAL_TTL_MS,
-        );
-      }
-      await engine.state.delete(stagedJournalKey(ctx.job.id));
+    };
+    const staged = await runsStaged();
+    try {
+      return await extractOn(staged);
+    } finally {
+      if (config.extractStaged === 'auto')
+        await unmarkActive(engine.state, activeKey, myId).catch(() => undefined);
     }
-
-    const journal = journalTransaction({
-      state: engine.state,
-      key: extractJournalKey(ctx.job.id),
-      root: paths.memoryDir,
-    });
-    return runForkPipeline(pipelineDeps, {
-      queue: 'extract',
-      ctx,
-      log,
-      // Serial: one memory writer per project at a time for the whole fork, in arrival order.
-      writer,
-      root: paths.memoryDir,
-      tempMaxAgeMs: ttlMs,
-      countsAsMemory: (rel) => !isIndexFile(rel),
-      transaction: journal,
-      plan: ({ recovered }) => planFor(paths.memoryDir, recovered),
-      commit: async ({ change }) => {
-        // Pointer maintenance is mechanical: guarantee it rather than trust the model did step two — for
-        // every memory file this job changed, including what an earlier attempt wrote before being killed.
-        const changed = new Set([...change.created, ...change.updated]);
-        const touched = new Set([...changed, ...journal.intended]);
-        // A file only intended (a refused write, an earlier attempt's) keeps its bytes, so the receipt stays true.
-        const now = stamp();
-        // Nothing written or meant to be (the usual "nothing to save"): nothing to maintain either.
-        if (touched.size === 0) return false;
-        for (const rel of touched) {
-          if (isIndexFile(rel)) continue;
-          if (!(await journalFileExists(paths.memoryDir, rel))) continue;
-          await ensureIndexPointer(paths.memoryDir, rel, changed.has(rel) ? { stamp: now } : {});
-        }
-      },
-      finish: ({ receipt, fork }) => finish(receipt, fork),
-    });
   };
 }
 
@@ -404,6 +416,35 @@ function stagedAware(policy: JailedPolicy, memoryDir: string, root: string): Jai
     return policy(tool, input);
   };
   return withWriteJail(guided, policy.writeJail);
+}
+
+/** Extractions of one project in flight (auto mode's signal), job id → until when it counts. */
+interface ActiveExtractions {
+  jobs: Record<string, number>;
+}
+const ACTIVE_TTL_MS = 120_000;
+
+/**
+ * Records this job as in flight and says whether another one is. A read-modify-write, so racing jobs may miss
+ * each other: it only chooses between two correct paths (a miss runs serial, or parks in the writer line).
+ */
+async function markActive(store: StateStore, key: string, id: string): Promise<boolean> {
+  const now = Date.now();
+  const stored = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
+  const jobs = Object.fromEntries(Object.entries(stored).filter(([job, until]) => job !== id && until > now));
+  const others = Object.keys(jobs).length > 0;
+  jobs[id] = now + ACTIVE_TTL_MS;
+  await store.setJson(key, { jobs }, ACTIVE_TTL_MS);
+  return others;
+}
+
+async function unmarkActive(store: StateStore, key: string, id: string): Promise<void> {
+  const stored = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
+  if (!(id in stored)) return;
+  const now = Date.now();
+  const jobs = Object.fromEntries(Object.entries(stored).filter(([job, until]) => job !== id && until > now));
+  if (Object.keys(jobs).length === 0) await store.delete(key);
+  else await store.setJson(key, { jobs }, ACTIVE_TTL_MS);
 }
 
 async function journalFileExists(memoryDir: string, rel: string): Promise<boolean> {
