@@ -277,7 +277,9 @@ export function createExtractHandler(deps: ExtractDeps) {
       if (config.extractStaged === 'never') return false;
       if (await engine.state.getJson(stagedJournalKey(ctx.job.id))) return true;
       const lease = await engine.state.getLease(writer.key);
-      if (lease?.holder === `${RESERVED_HOLDER_PREFIX}${writerHolder('extract', ctx.job.id)}`) return false;
+      // The lease handed to this job, or still held by an earlier attempt of it (killed): the serial line.
+      const mine = writerHolder('extract', ctx.job.id);
+      if (lease?.holder === mine || lease?.holder === `${RESERVED_HOLDER_PREFIX}${mine}`) return false;
       const others = await markActive(engine.state, activeKey, myId);
       return others || (lease !== undefined && lease.expiresAtMs > Date.now());
     };
