@@ -46,7 +46,7 @@ function body(text: string): string[] {
 }
 
 async function runProject(
-  staged: boolean,
+  mode: 'serial' | 'staged' | 'auto',
   backend: (typeof WORKER_TEST_BACKENDS)[number][1],
 ): Promise<Outcome> {
   const engramHome = mkdtempSync(join(tmpdir(), 'engram-staged-home-'));
@@ -119,7 +119,7 @@ async function runProject(
     const fg = createForeground(scripted.server, { engramHome, cwd });
     sessions.push({ fg, leaf: await fg.turn(`session ${i} says: remember fact ${i}`) });
   }
-  const ns = uniquePrefix(staged ? 'staged' : 'serial');
+  const ns = uniquePrefix(mode);
   backend.cleanUpAfter(ns, closer);
   const service = await startTestWorkerService({
     modelUrl: scripted.server.url,
@@ -128,7 +128,10 @@ async function runProject(
     closer,
     backendEnv: backend.env(),
     namespace: ns,
-    env: { ENGRAM_CONCURRENCY_EXTRACT: String(N), ...(staged ? { ENGRAM_EXTRACT_STAGED: '1' } : {}) },
+    env: {
+      ENGRAM_CONCURRENCY_EXTRACT: String(N),
+      ...(mode === 'auto' ? {} : { ENGRAM_EXTRACT_STAGED: mode === 'staged' ? '1' : '0' }),
+    },
   });
   const producer = closer.add(new JobProducer(service.engine));
   const queue = producer.queue('extract');
@@ -154,8 +157,10 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
   'staged extraction on %s',
   (_k, backend) => {
     it('runs one project’s forks in parallel and ends with exactly the serial run’s memories and pointers', async () => {
-      const serial = await runProject(false, backend);
-      const staged = await runProject(true, backend);
+      const serial = await runProject('serial', backend);
+      const staged = await runProject('staged', backend);
+      // The default: the first job, alone, holds the lease for its fork; the ones arriving meanwhile go staged.
+      const auto = await runProject('auto', backend);
 
       expect(serial.maxRunning).toBe(1);
       expect(staged.maxRunning).toBeGreaterThanOrEqual(2);
@@ -169,6 +174,14 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       delete expected.project_shared;
       expect(serial.files).toEqual(expected);
       expect(staged.files).toEqual(serial.files);
+      // (Whether auto overlaps jobs that all start in the same millisecond is a race of its in-flight record;
+      // its result is the serial run's either way.)
+      expect(auto.files).toEqual(serial.files);
+      expect([...auto.pointers].sort()).toEqual([...serial.pointers].sort());
+      // (Whether auto overlaps jobs that all start in the same millisecond is a race of its in-flight record;
+      // its result is the serial run's either way.)
+      expect(auto.files).toEqual(serial.files);
+      expect([...auto.pointers].sort()).toEqual([...serial.pointers].sort());
       // One pointer per file, in both runs.
       expect([...serial.pointers].sort()).toEqual(Object.keys(expected).sort());
       expect([...staged.pointers].sort()).toEqual([...serial.pointers].sort());

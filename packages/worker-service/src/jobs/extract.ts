@@ -437,7 +437,10 @@ async function markActive(store: StateStore, key: string, id: string): Promise<b
   const others = Object.keys(jobs).length > 0;
   jobs[id] = now + ACTIVE_TTL_MS;
   await store.setJson(key, { jobs }, ACTIVE_TTL_MS);
-  return others;
+  if (others) return true;
+  // Read again: a job that marked itself between our read and our write replaced the record — it is there now.
+  const again = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
+  return Object.entries(again).some(([job, until]) => job !== id && until > now);
 }
 
 async function unmarkActive(store: StateStore, key: string, id: string): Promise<void> {
