@@ -37,6 +37,9 @@ const W = Number(process.env.W ?? 2);
 const SESSIONS = Number(process.env.SESSIONS ?? 30);
 const PROJECTS = Number(process.env.PROJECTS ?? 5);
 const TURNS = Number(process.env.TURNS ?? 4);
+// CASE=one-project: SESSIONS (default 12) in one project, W=2 then W=4 worker processes of one extraction slot
+// each, serial (ENGRAM_EXTRACT_STAGED=0) then staged (=auto, the default); prints p50/p95, throughput, W4/W2.
+const ONE_PROJECT = process.env.CASE === 'one-project';
 const PHASE_DEADLINE_MS = 180_000;
 const MARK = 'You are now the memory extraction subagent';
 const WORKER_BIN = fileURLToPath(new URL('../apps/workers/dist/bin/engram-workers.js', import.meta.url));
@@ -121,7 +124,20 @@ async function main() {
       ENGRAM_MODEL_MAX_RETRIES: '0',
       LOG_LEVEL: 'warn',
     };
-    for (let i = 0; i < W; i++) children.push(spawnWorker(env));
+    const startWorkers = async (w: number, extra: Record<string, string>) => {
+      for (let i = 0; i < w; i++) children.push(spawnWorker({ ...env, ...extra }));
+      const queue = memory.producer.queue('extract');
+      const until = Date.now() + 30_000;
+      while ((await queue.getWorkers()).length < w && Date.now() < until) await sleep(100);
+    };
+    const stopWorkers = async () => {
+      for (const c of children) c.kill('SIGTERM');
+      const until = Date.now() + 10_000;
+      while (children.some((c) => c.exitCode === null && c.signalCode === null) && Date.now() < until)
+        await sleep(100);
+      for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+      children.length = 0;
+    };
     const memory = new MemoryQueue(
       loadAgentConfig({
         HOME: dir,
@@ -193,6 +209,10 @@ async function main() {
         if (files.length > 1) doubled++;
       }
       const latencies = facts.filter((f) => f.seenAt).map((f) => f.seenAt! - f.endedAt);
+      // Facts on disk per second, from the first turn's end to the last fact seen.
+      const seen = facts.filter((f) => f.seenAt);
+      const span = Math.max(...seen.map((f) => f.seenAt!)) - Math.min(...facts.map((f) => f.endedAt));
+      const throughput = seen.length / Math.max(span / 1000, 0.001);
       const completed =
         ((await memory.producer.queue('extract').getJobCounts('completed')).completed ?? 0) - completedBefore;
       const events = (await raw.xlen(eventsKey)) - eventsBefore;
@@ -204,10 +224,54 @@ async function main() {
         p95: percentile(latencies, 95),
         max: Math.max(...latencies),
         completed,
+        throughput,
         eventsPerExtraction: completed ? events / completed : Number.NaN,
       };
     };
 
+    if (ONE_PROJECT) {
+      const sessions = Number(process.env.SESSIONS ?? 12);
+      const rows: Array<{ mode: string; w: number; r: Awaited<ReturnType<typeof run>> }> = [];
+      for (const [mode, staged] of [
+        ['serial', false],
+        ['staged', true],
+      ] as const) {
+        for (const w of [2, 4]) {
+          // One extraction slot per worker process: W is the number of forks that can run at once.
+          await startWorkers(w, {
+            ENGRAM_CONCURRENCY_EXTRACT: '1',
+            ENGRAM_EXTRACT_STAGED: staged ? 'auto' : '0',
+          });
+          rows.push({ mode, w, r: await run(`one-${mode}-${w}`, sessions, 1) });
+          await stopWorkers();
+        }
+      }
+      const ms = (v: number) => `${Math.round(v)} ms`;
+      console.log(
+        `one project: ${sessions} sessions, turns ${TURNS}, model 200–500 ms, 1 extraction slot per worker`,
+      );
+      for (const { mode, w, r } of rows) {
+        console.log(
+          `${mode} W=${w}: ${r.facts} facts, ${r.completed} extractions; turn end → memory on disk p50 ${ms(r.p50)}, ` +
+            `p95 ${ms(r.p95)}, max ${ms(r.max)}; throughput ${r.throughput.toFixed(2)} facts/s; ` +
+            `lost ${r.lost}, doubled ${r.doubled}`,
+        );
+      }
+      const at = (mode: string, w: number) => rows.find((x) => x.mode === mode && x.w === w)!.r;
+      const ratio = (mode: string) => at(mode, 4).throughput / at(mode, 2).throughput;
+      const s4 = at('staged', 4);
+      console.log(
+        `throughput W4/W2: serial ${ratio('serial').toFixed(2)}×, staged ${ratio('staged').toFixed(2)}×; ` +
+          `staged W4 vs serial W4: ${(s4.throughput / at('serial', 4).throughput).toFixed(2)}× throughput, ` +
+          `p95 ${(s4.p95 / at('serial', 4).p95).toFixed(2)}×; staged p95 ≤ 10 s: ${s4.p95 <= 10_000 ? 'PASS' : 'MISS'}; ` +
+          `W4 ≥ 1.7× W2: ${ratio('staged') >= 1.7 ? 'PASS' : 'MISS'}; 0 lost / 0 doubled: ` +
+          `${rows.every(({ r }) => r.lost === 0 && r.doubled === 0) ? 'PASS' : 'MISS'}`,
+      );
+      raw.disconnect();
+      await memory.close();
+      return;
+    }
+    await startWorkers(W, {});
     const baseline = await run('alone', 1, 1);
     const loaded = await run('load', SESSIONS, PROJECTS);
     const ms = (v: number) => `${Math.round(v)} ms`;

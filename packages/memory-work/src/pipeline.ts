@@ -158,7 +158,7 @@ export class ForkAbortedError extends EngramError {
   }
 }
 
-const NO_USAGE: Usage = {
+export const NO_USAGE: Usage = {
   inputTokens: 0,
   outputTokens: 0,
   cacheReadInputTokens: 0,
@@ -334,7 +334,7 @@ async function refuse(
  * the job first touched it (the baseline: this attempt's before-state, or what the journal recorded before an
  * earlier attempt's write).
  */
-function receiptFor(
+export function receiptFor(
   baseline: ReadonlyMap<string, string | null>,
   after: TreeState,
   credited: Set<string> | 'all',
@@ -347,7 +347,7 @@ function receiptFor(
   return { created, updated, deleted, files: [...created, ...updated, ...deleted].sort() };
 }
 
-function recordForkMetrics(metrics: PipelineMetrics, queue: string, fork: ForkOutcome): void {
+export function recordForkMetrics(metrics: PipelineMetrics, queue: string, fork: ForkOutcome): void {
   for (const denied of fork.deniedCalls) metrics.toolDenials.inc({ queue, tool: denied.tool });
   metrics.forkTokens.inc({ queue, kind: 'input' }, fork.usage.inputTokens);
   metrics.forkTokens.inc({ queue, kind: 'output' }, fork.usage.outputTokens);
@@ -355,11 +355,11 @@ function recordForkMetrics(metrics: PipelineMetrics, queue: string, fork: ForkOu
   metrics.forkTokens.inc({ queue, kind: 'cache_creation' }, fork.usage.cacheCreationInputTokens);
 }
 
-async function runFork(
+export async function runFork(
   deps: PipelineDeps,
   plan: ForkPlan,
   signal: AbortSignal,
-  tx: ForkTransaction,
+  tx: Pick<ForkTransaction, 'noteMessage'>,
   log: PipelineLogger,
 ): Promise<ForkOutcome> {
   const onMessage = async (entry: ChainEntry) => {
@@ -388,7 +388,6 @@ async function runFork(
         ...(plan.toolResultsDir ? { toolResultsDir: plan.toolResultsDir } : {}),
         ...(plan.extraReadFiles ? { extraReadFiles: plan.extraReadFiles } : {}),
         ...(plan.fileModes ? { fileModes: plan.fileModes } : {}),
-        ...(plan.readBoundary ? { readBoundary: plan.readBoundary } : {}),
         ...(plan.readBoundary ? { readBoundary: plan.readBoundary } : {}),
         onMessage,
       });

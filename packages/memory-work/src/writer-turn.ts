@@ -1,3 +1,4 @@
+import { EngramError } from '@engram/errors/engram-error';
 import type { JobKind } from '@engram/queue/catalog';
 import { type HeldTurnLease, holdLeaseInTurn } from '@engram/queue/state/held-lease';
 import { RESERVED_HOLDER_PREFIX, type StateStore } from '@engram/queue/state/state-store';
@@ -84,4 +85,51 @@ function wrap(held: HeldTurnLease, waker: JobWaker | undefined): WriterTurn {
       if (target) await waker?.wake(target.kind, target.jobId).catch(() => false);
     },
   };
+}
+
+/** How long a staged commit waits in-process for its turn before giving up (the job is retried). */
+export const COMMIT_TURN_MAX_WAIT_MS = 120_000;
+
+/**
+ * Takes the writer lease in turn without parking the job: a staged commit holds the lease for milliseconds, so
+ * the job keeps its place in the line and polls (25 ms doubling to 250 ms) until the lease is free or handed
+ * to it. Throws a retryable EngramError when the wait exceeds `maxWaitMs` (a consolidation holding the lease for
+ * its whole run) or `signal` aborts.
+ */
+export async function waitWriterTurn(
+  store: StateStore,
+  holderKind: JobKind,
+  jobId: string | undefined,
+  waker: JobWaker | undefined,
+  opts: { key: string; ttlMs: number; signal?: AbortSignal; maxWaitMs?: number },
+): Promise<WriterTurn> {
+  const holder = writerHolder(holderKind, jobId);
+  const ttlMs = Math.min(opts.ttlMs, WRITER_LEASE_MAX_TTL_MS);
+  const deadline = Date.now() + (opts.maxWaitMs ?? COMMIT_TURN_MAX_WAIT_MS);
+  let pause = 25;
+  for (;;) {
+    if (opts.signal?.aborted) throw new WriterBusyError(opts.key, 'the job was stopped');
+    const turn = await holdLeaseInTurn(store, opts.key, {
+      ttlMs,
+      holder,
+      reserveMs: HANDOFF_RESERVE_MS,
+      waiterTtlMs: WAITER_TTL_MS,
+    });
+    if (turn.held) return wrap(turn.held, waker);
+    if (Date.now() >= deadline) throw new WriterBusyError(opts.key, 'the wait for the commit turn ran out');
+    await new Promise((r) => setTimeout(r, pause));
+    pause = Math.min(pause * 2, 250);
+  }
+}
+
+export class WriterBusyError extends EngramError {
+  constructor(key: string, why: string) {
+    super(
+      'WRITER_BUSY',
+      `The memory writer lease ${key} could not be taken (${why}); the job will be retried`,
+      {
+        retryable: true,
+      },
+    );
+  }
 }

@@ -33,6 +33,12 @@ const envSchema = sharedEnvSchema.extend({
   ENGRAM_LOCK_DURATION_MS: optionalPositiveInt,
   ENGRAM_STALLED_INTERVAL_MS: optionalPositiveInt,
   ENGRAM_DREAM_LOCK_TTL_MS: optionalPositiveInt,
+  ENGRAM_EXTRACT_STAGED: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .pipe(z.enum(['auto', '1', '0', 'true', 'false', 'yes', 'no', 'on', 'off']))
+    .optional(),
   ENGRAM_DREAM_MAX_DELETED_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   ENGRAM_RECALL_TIMEOUT_MS: positiveInt.default(2_000),
   ENGRAM_SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
@@ -66,6 +72,13 @@ export interface WorkersConfig extends SharedSettings<QueueBackendConfig> {
   nice: number;
   /** Consolidation lock and project-writer lease TTL for dreams (default: the dream job lock duration). */
   dreamLockTtlMs: number | undefined;
+  /**
+   * When an extraction fork runs on a staged copy of the memory directory, in parallel with the project's
+   * other forks, and only its commit takes the project-writer lease (ENGRAM_EXTRACT_STAGED, docs/concurrency.md):
+   * 'auto' (default) when the project's writer lease is busy as the job starts (otherwise the fork holds the
+   * lease and writes the live directory, as before); 'always'; 'never' (one fork at a time per project).
+   */
+  extractStaged: 'auto' | 'always' | 'never';
   /** Share of memories a dream may delete without folding their content elsewhere (default 0.5). */
   dreamMaxDeletedShare: number;
   /** How long the recall selector may take before the lexical fallback answers. */
@@ -162,6 +175,12 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
     nice: e.ENGRAM_WORKERS_NICE,
     stalledIntervalMs: e.ENGRAM_STALLED_INTERVAL_MS,
     dreamLockTtlMs: e.ENGRAM_DREAM_LOCK_TTL_MS,
+    extractStaged:
+      e.ENGRAM_EXTRACT_STAGED === undefined || e.ENGRAM_EXTRACT_STAGED === 'auto'
+        ? 'auto'
+        : ['1', 'true', 'yes', 'on'].includes(e.ENGRAM_EXTRACT_STAGED)
+          ? 'always'
+          : 'never',
     dreamMaxDeletedShare: e.ENGRAM_DREAM_MAX_DELETED_SHARE,
     recallTimeoutMs: e.ENGRAM_RECALL_TIMEOUT_MS,
     shutdownTimeoutMs: e.ENGRAM_SHUTDOWN_TIMEOUT_MS,

@@ -1,6 +1,6 @@
 import { quoteSchemaName } from 'bullmq';
 import pg from 'pg';
-import { StateStoreUnavailableError } from './redis-state-store.js';
+import { FENCE_TTL_MS, StateStoreUnavailableError } from './redis-state-store.js';
 import {
   type Lease,
   type LeaseTurn,
@@ -17,7 +17,8 @@ import {
 //   engram_state  key → JSON text, optional seq (versioned values) and expires_at (TTL); expired rows read
 //                 as absent and are swept now and then
 //   engram_lease  key → holder, fencing token, expires_at
-//   engram_fence  key → last fencing token handed out; never deleted, so tokens increase per key forever
+//   engram_fence  key → last fencing token handed out, and when; pruned 7 days after its lease's last take
+//                 (FENCE_TTL_MS, as Redis expires its fence keys), so each session's lease leaves no row forever
 
 interface StateMigration {
   version: number;
@@ -61,6 +62,14 @@ const MIGRATIONS: StateMigration[] = [
         PRIMARY KEY (key, holder)
       );
       CREATE INDEX engram_waiter_line ON ${s}.engram_waiter (key, seq);`,
+  },
+  {
+    version: 3,
+    name: 'fence-taken-at',
+    // When each fence was last taken, so rows of leases nobody took for FENCE_TTL_MS can be pruned.
+    sql: (s) => `
+      ALTER TABLE ${s}.engram_fence ADD COLUMN taken_at timestamptz NOT NULL DEFAULT now();
+      CREATE INDEX engram_fence_taken ON ${s}.engram_fence (taken_at);`,
   },
 ];
 
@@ -190,7 +199,22 @@ export class PostgresStateStore implements StateStore {
   /** Expired rows are already invisible; deleting them now and then keeps the table from growing. */
   private maybeSweep(): void {
     if (++this.writes % 256 !== 0) return;
-    this.pool.query(`DELETE FROM ${this.kv} WHERE expires_at <= now()`).catch(() => {});
+    this.sweep().catch(() => {});
+  }
+
+  /**
+   * Deletes expired state rows and fences not taken for `fenceTtlMs` (default FENCE_TTL_MS, as Redis expires
+   * its fence keys) whose lease is not live. A pruned fence restarts at 1: safe for the reason it is on Redis
+   * (a holder is checked by name and token, names are unique per take, no lease lives longer than seconds).
+   */
+  async sweep(fenceTtlMs = FENCE_TTL_MS): Promise<{ state: number; fences: number }> {
+    const state = await this.query(`DELETE FROM ${this.kv} WHERE expires_at <= now()`, []);
+    const fences = await this.query(
+      `DELETE FROM ${this.fences} f WHERE f.taken_at <= now() - $1::bigint * interval '1 millisecond'
+         AND NOT EXISTS (SELECT 1 FROM ${this.leases} l WHERE l.key = f.key AND l.expires_at > now())`,
+      [fenceTtlMs],
+    );
+    return { state: state.rowCount ?? 0, fences: fences.rowCount ?? 0 };
   }
 
   async getJson<T>(key: string): Promise<T | undefined> {
@@ -354,8 +378,8 @@ export class PostgresStateStore implements StateStore {
         };
       }
       const fenced = await client.query<{ token: string }>(
-        `INSERT INTO ${this.fences} AS cur (key, token) VALUES ($1, 1)
-         ON CONFLICT (key) DO UPDATE SET token = cur.token + 1
+        `INSERT INTO ${this.fences} AS cur (key, token, taken_at) VALUES ($1, 1, now())
+         ON CONFLICT (key) DO UPDATE SET token = cur.token + 1, taken_at = now()
          RETURNING token`,
         [key],
       );
@@ -422,8 +446,8 @@ export class PostgresStateStore implements StateStore {
       );
       if (claimed.rowCount !== 1) return undefined; // nothing was written: the commit is empty
       const fenced = await client.query<{ token: string }>(
-        `INSERT INTO ${this.fences} AS cur (key, token) VALUES ($1, 1)
-         ON CONFLICT (key) DO UPDATE SET token = cur.token + 1
+        `INSERT INTO ${this.fences} AS cur (key, token, taken_at) VALUES ($1, 1, now())
+         ON CONFLICT (key) DO UPDATE SET token = cur.token + 1, taken_at = now()
          RETURNING token`,
         [key],
       );

@@ -1,5 +1,5 @@
 import { promises as fs } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import type { ModelClient } from '@engram/agent-runtime/model/client';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
@@ -13,17 +13,26 @@ import { advanceExtractedMark, readExtractedMark } from '@engram/memory-core/ext
 import { loadMemoryIndex } from '@engram/memory-core/memdir/index-file';
 import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
 import { formatMemoryManifest, type MemoryHeader, scanMemoryDir } from '@engram/memory-core/memdir/scan';
-import { ENTRYPOINT_NAME } from '@engram/memory-core/paths/memory-paths';
-import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
+import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '@engram/memory-core/paths/memory-paths';
+import {
+  type CanUseTool,
+  type JailedPolicy,
+  memoryWritePolicy,
+} from '@engram/memory-core/policy/memory-permissions';
 import { buildExtractionPrompt } from '@engram/memory-core/prompts/extraction-prompt';
-import { runForkPipeline } from '@engram/memory-work/pipeline';
-import { journalTransaction } from '@engram/memory-work/transactions';
+import { type ForkOutcome, type ForkPlan, type Receipt, runForkPipeline } from '@engram/memory-work/pipeline';
+import { type CommitHooks, runStagedForkPipeline, STAGING_DIRNAME } from '@engram/memory-work/staged';
+import { type ExtractJournal, JOURNAL_TTL_MS, journalTransaction } from '@engram/memory-work/transactions';
+import { hashFile } from '@engram/memory-work/tree-hash';
+import { writerHolder } from '@engram/memory-work/writer-turn';
 import type { ExtractPayload, ExtractResult } from '@engram/queue/jobs/extract';
 import { extractQueueConfig } from '@engram/queue/queues/extract.config';
 import { SessionState, type TranscriptCursor } from '@engram/queue/state/session-state';
+import { RESERVED_HOLDER_PREFIX, type StateStore } from '@engram/queue/state/state-store';
 import { type ProjectScope, projectKey } from '@engram/queue/state/tenant-scope';
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
+import { withWriteJail } from '@engram/write-jail/write-jail';
 import type { HandlerDeps } from '../service.js';
 import { jobReadBoundary, pathsForJob } from './job-paths.js';
 import { requestAuthoredTeamPush } from './team-authored-push.js';
@@ -39,10 +48,17 @@ export const EXTRACT_MAX_TURNS = 5;
 
 export interface ExtractDeps extends HandlerDeps {
   client: ModelClient;
+  /** Test seam: a step hook of the staged commit (a throw stands for a kill at that step). */
+  stagedHooks?: CommitHooks;
 }
 
 function extractJournalKey(jobId: string | undefined): string {
   return `extract-journal:${jobId ?? 'unknown'}`;
+}
+
+/** The staged path's commit journal (from/to hashes of the files a commit publishes). */
+function stagedJournalKey(jobId: string | undefined): string {
+  return `extract-commit:${jobId ?? 'unknown'}`;
 }
 
 export function projectWriterLeaseKey(project: ProjectScope): string {
@@ -142,144 +158,303 @@ export function createExtractHandler(deps: ExtractDeps) {
       return { outcome: 'skipped-no-new-messages', ...base, ...nothing };
     }
 
-    const journal = journalTransaction({
+    // The fork's plan against `root`: the live memory directory (serial path) or the job's staging copy of it
+    // (staged path); either way the only directory the fork may change, named in its instruction.
+    const planFor = async (root: string, recovered: readonly string[]): Promise<ForkPlan> => {
+      // The fork sees what earlier attempts of this job wrote whatever the manifest's newest-200 window
+      // holds now (more than 200 newer files may have landed between attempts), and is told those facts
+      // are saved — so a retry updates them instead of saving them again under another name.
+      const alreadyWritten = recovered.filter((rel) => !isIndexFile(rel));
+      const scan = await scanMemoryDir(root);
+      const headers: MemoryHeader[] = [...scan.headers];
+      const missing = alreadyWritten.filter((rel) => !headers.some((h) => h.filename === rel));
+      if (missing.length > 0) {
+        const all = await scanMemoryDir(root, { maxFiles: Number.POSITIVE_INFINITY });
+        headers.unshift(...all.headers.filter((h) => missing.includes(h.filename)));
+      }
+      if (alreadyWritten.length > 0) {
+        log.info({ files: alreadyWritten }, 'resuming: an earlier attempt of this job already wrote these');
+      }
+      return {
+        source: {
+          kind: 'session',
+          transcriptPath,
+          entries,
+          leafUuid: target.leafUuid,
+          sessionId: payload.sessionId,
+        },
+        instruction: buildExtractionPrompt({
+          newMessageCount,
+          manifest: formatMemoryManifest(headers),
+          memoryDir: root,
+          maxTurns: EXTRACT_MAX_TURNS,
+          alreadyWritten,
+        }),
+        canUseTool: stagedAware(
+          memoryWritePolicy(root, { teamDir: join(root, TEAM_DIRNAME) }),
+          paths.memoryDir,
+          root,
+        ),
+        maxTurns: EXTRACT_MAX_TURNS,
+        cwd: root,
+        toolResultsDir: paths.toolResultsDir(payload.sessionId),
+        ...(await jobReadBoundary(config, payload)),
+      };
+    };
+    // Files this run changed get Claude Code's metadata (originSessionId, modified).
+    const stamp = () => ({ originSessionId: payload.sessionId, modified: new Date().toISOString() });
+
+    const finish = async (receipt: Receipt, fork: ForkOutcome | undefined): Promise<ExtractResult> => {
+      const memories: ExtractResult['memories'] = [];
+      const typeOf = new Map<string, MemoryHeader['type']>();
+      if (receipt.files.length > 0) {
+        const scan = await scanMemoryDir(paths.memoryDir, { maxFiles: Number.POSITIVE_INFINITY });
+        for (const h of scan.headers) typeOf.set(h.filename, h.type);
+      }
+      for (const [action, files] of [
+        ['created', receipt.created],
+        ['updated', receipt.updated],
+      ] as const) {
+        for (const rel of files) {
+          if (isIndexFile(rel)) continue;
+          const type = typeOf.get(rel);
+          memories.push({ path: rel, ...(type ? { type } : {}), action });
+        }
+      }
+      // A cut index is never silent: count it and say which memories no longer make it into the context.
+      const index = await loadMemoryIndex(paths.memoryIndexPath).catch(() => undefined);
+      if (index?.overflow) {
+        metrics.indexOverflows.inc({ queue: 'extract', cap: index.overflow.cap });
+        log.warn(
+          {
+            cap: index.overflow.cap,
+            entriesLost: index.overflow.entriesLost.length,
+            lines: index.overflow.totalLines,
+          },
+          'MEMORY.md is over its load caps; run a consolidation (engram dream) to bring it back under',
+        );
+      }
+      // Only now, after every write landed, does the cursor move: a crash before this line redoes the range.
+      await advance(target);
+      // Written into a store-backed team/: a push that names this job as the author of the new versions.
+      await requestAuthoredTeamPush(deps, payload, receipt.files, `extract:${ctx.job.id}`).catch((error) =>
+        log.warn({ err: (error as Error).message }, 'could not request the authored team push'),
+      );
+      await state.recordExtractReceipt({
+        fromSeq: base.fromSeq,
+        toSeq: target.leafSeq,
+        memories,
+        atMs: Date.now(),
+      });
+      const usage = fork?.usage ?? nothing.usage;
+      log.info(
+        {
+          toSeq: target.leafSeq,
+          memories: memories.length,
+          turns: fork?.turns ?? 0,
+          cacheRead: usage.cacheReadInputTokens,
+        },
+        'extraction done',
+      );
+      return {
+        outcome: 'extracted',
+        ...base,
+        memories,
+        turns: fork?.turns ?? 0,
+        usage,
+        deniedToolCalls: fork?.deniedCalls.length ?? 0,
+      };
+    };
+    const pipelineDeps = {
+      client: deps.client,
       state: engine.state,
-      key: extractJournalKey(ctx.job.id),
-      root: paths.memoryDir,
-    });
-    return runForkPipeline(
-      { client: deps.client, state: engine.state, metrics, ...(deps.waker ? { waker: deps.waker } : {}) },
-      {
+      metrics,
+      ...(deps.waker ? { waker: deps.waker } : {}),
+    };
+    const writer = { key: projectWriterLeaseKey(payload), ttlMs };
+    // Staged when asked to always, or (auto) when another extraction of this project is in flight or its writer
+    // lease is busy — so this fork need not wait a fork's length for it — and whenever an interrupted staged
+    // commit of this job is to be rolled forward. A lone job, and one the lease was handed to, runs serial.
+    const activeKey = projectKey(payload, (dir) => `extract-active:${dir}`);
+    const myId = ctx.job.id ?? 'unknown';
+    const runsStaged = async (): Promise<boolean> => {
+      if (config.extractStaged === 'always') return true;
+      if (config.extractStaged === 'never') return false;
+      if (await engine.state.getJson(stagedJournalKey(ctx.job.id))) return true;
+      const lease = await engine.state.getLease(writer.key);
+      // The lease handed to this job, or still held by an earlier attempt of it (killed): the serial line.
+      const mine = writerHolder('extract', ctx.job.id);
+      if (lease?.holder === mine || lease?.holder === `${RESERVED_HOLDER_PREFIX}${mine}`) return false;
+      const others = await markActive(engine.state, activeKey, myId);
+      return others || (lease !== undefined && lease.expiresAtMs > Date.now());
+    };
+
+    const extractOn = async (staged: boolean): Promise<ExtractResult> => {
+      if (staged) {
+        // Staged: the fork runs in parallel with the project's other extractions against a private
+        // copy, and only its commit takes the project-writer lease, for milliseconds (docs/concurrency.md).
+        // What an earlier serial attempt of this job wrote (its journal) is credited to this run and shown to
+        // the fork as already saved.
+        const serialJournal = await engine.state.getJson<ExtractJournal>(extractJournalKey(ctx.job.id));
+        const carried: Record<string, string | null> = {};
+        for (const [rel, was] of Object.entries(serialJournal?.intents ?? {})) {
+          if ((await hashFile(join(paths.memoryDir, rel))) !== was) carried[rel] = was;
+        }
+        const staged = await runStagedForkPipeline<ExtractResult>(pipelineDeps, {
+          ctx,
+          carried,
+          log,
+          writer,
+          memoryDir: paths.memoryDir,
+          journalKey: stagedJournalKey(ctx.job.id),
+          countsAsMemory: (rel) => !isIndexFile(rel),
+          ...(deps.stagedHooks ? { hooks: deps.stagedHooks } : {}),
+          admit: async () => {
+            // Under the lease: another job of this session may have covered the range meanwhile.
+            const [nowState, nowDisk] = await Promise.all([
+              state.extractCursor(),
+              readExtractedMark(sessionDir),
+            ]);
+            const seq = Math.max(nowState?.leafSeq ?? 0, nowDisk?.leafSeq ?? 0);
+            if (seq >= target.leafSeq) {
+              return { skip: { outcome: 'skipped-stale' as const, ...base, ...nothing } };
+            }
+            if (seq > (cursor?.leafSeq ?? 0)) return { rerun: true };
+            return undefined;
+          },
+          plan: ({ stagingDir, recovered }) => planFor(stagingDir, recovered),
+          prepare: async ({ stagingDir, change }) => {
+            const now = stamp();
+            for (const rel of [...change.created, ...change.updated]) {
+              if (isIndexFile(rel)) continue;
+              await ensureIndexPointer(stagingDir, rel, { stamp: now });
+            }
+          },
+          finish: ({ receipt, fork }) => finish(receipt, fork),
+        });
+        if (staged.kind === 'done') {
+          if (serialJournal) await engine.state.delete(extractJournalKey(ctx.job.id));
+          return staged.result;
+        }
+        log.warn(
+          { conflicts: staged.conflicts },
+          'staged commits kept conflicting; extracting on the serial path',
+        );
+        // What an interrupted staged commit landed is credited by the serial path's journal (written before the
+        // staged journal is dropped, so a kill in between loses neither).
+        if (Object.keys(staged.carried).length > 0) {
+          const key = extractJournalKey(ctx.job.id);
+          const existing = await engine.state.getJson<ExtractJournal>(key);
+          await engine.state.setJson(
+            key,
+            { intents: { ...staged.carried, ...(existing?.intents ?? {}) } },
+            JOURNAL_TTL_MS,
+          );
+        }
+        await engine.state.delete(stagedJournalKey(ctx.job.id));
+      }
+
+      const journal = journalTransaction({
+        state: engine.state,
+        key: extractJournalKey(ctx.job.id),
+        root: paths.memoryDir,
+      });
+      return runForkPipeline(pipelineDeps, {
         queue: 'extract',
         ctx,
         log,
-        // One memory writer per project at a time, in arrival order (parallel sessions of one repository
-        // would otherwise race on MEMORY.md).
-        writer: { key: projectWriterLeaseKey(payload), ttlMs },
+        // Serial: one memory writer per project at a time for the whole fork, in arrival order.
+        writer,
         root: paths.memoryDir,
         tempMaxAgeMs: ttlMs,
         countsAsMemory: (rel) => !isIndexFile(rel),
         transaction: journal,
-        plan: async ({ recovered }) => {
-          // The fork sees what earlier attempts of this job wrote whatever the manifest's newest-200 window
-          // holds now (more than 200 newer files may have landed between attempts), and is told those facts
-          // are saved — so a retry updates them instead of saving them again under another name.
-          const alreadyWritten = recovered.filter((rel) => !isIndexFile(rel));
-          const scan = await scanMemoryDir(paths.memoryDir);
-          const headers: MemoryHeader[] = [...scan.headers];
-          const missing = alreadyWritten.filter((rel) => !headers.some((h) => h.filename === rel));
-          if (missing.length > 0) {
-            const all = await scanMemoryDir(paths.memoryDir, { maxFiles: Number.POSITIVE_INFINITY });
-            headers.unshift(...all.headers.filter((h) => missing.includes(h.filename)));
-          }
-          if (alreadyWritten.length > 0) {
-            log.info(
-              { files: alreadyWritten },
-              'resuming: an earlier attempt of this job already wrote these',
-            );
-          }
-          return {
-            source: {
-              kind: 'session',
-              transcriptPath,
-              entries,
-              leafUuid: target.leafUuid,
-              sessionId: payload.sessionId,
-            },
-            instruction: buildExtractionPrompt({
-              newMessageCount,
-              manifest: formatMemoryManifest(headers),
-              memoryDir: paths.memoryDir,
-              maxTurns: EXTRACT_MAX_TURNS,
-              alreadyWritten,
-            }),
-            canUseTool: memoryWritePolicy(paths.memoryDir, { teamDir: paths.teamDir }),
-            maxTurns: EXTRACT_MAX_TURNS,
-            cwd: paths.memoryDir,
-            toolResultsDir: paths.toolResultsDir(payload.sessionId),
-            ...(await jobReadBoundary(config, payload)),
-          };
-        },
+        plan: ({ recovered }) => planFor(paths.memoryDir, recovered),
         commit: async ({ change }) => {
           // Pointer maintenance is mechanical: guarantee it rather than trust the model did step two — for
           // every memory file this job changed, including what an earlier attempt wrote before being killed.
           const changed = new Set([...change.created, ...change.updated]);
           const touched = new Set([...changed, ...journal.intended]);
-          // Files this attempt changed get Claude Code's metadata (originSessionId, modified); a file only
-          // intended (a refused write, an earlier attempt's) keeps its bytes, so the receipt stays true.
-          const stamp = { originSessionId: payload.sessionId, modified: new Date().toISOString() };
+          // A file only intended (a refused write, an earlier attempt's) keeps its bytes, so the receipt stays true.
+          const now = stamp();
           // Nothing written or meant to be (the usual "nothing to save"): nothing to maintain either.
           if (touched.size === 0) return false;
           for (const rel of touched) {
             if (isIndexFile(rel)) continue;
             if (!(await journalFileExists(paths.memoryDir, rel))) continue;
-            await ensureIndexPointer(paths.memoryDir, rel, changed.has(rel) ? { stamp } : {});
+            await ensureIndexPointer(paths.memoryDir, rel, changed.has(rel) ? { stamp: now } : {});
           }
         },
-        finish: async ({ receipt, fork }) => {
-          const memories: ExtractResult['memories'] = [];
-          const typeOf = new Map<string, MemoryHeader['type']>();
-          if (receipt.files.length > 0) {
-            const scan = await scanMemoryDir(paths.memoryDir, { maxFiles: Number.POSITIVE_INFINITY });
-            for (const h of scan.headers) typeOf.set(h.filename, h.type);
-          }
-          for (const [action, files] of [
-            ['created', receipt.created],
-            ['updated', receipt.updated],
-          ] as const) {
-            for (const rel of files) {
-              if (isIndexFile(rel)) continue;
-              const type = typeOf.get(rel);
-              memories.push({ path: rel, ...(type ? { type } : {}), action });
-            }
-          }
-          // A cut index is never silent: count it and say which memories no longer make it into the context.
-          const index = await loadMemoryIndex(paths.memoryIndexPath).catch(() => undefined);
-          if (index?.overflow) {
-            metrics.indexOverflows.inc({ queue: 'extract', cap: index.overflow.cap });
-            log.warn(
-              {
-                cap: index.overflow.cap,
-                entriesLost: index.overflow.entriesLost.length,
-                lines: index.overflow.totalLines,
-              },
-              'MEMORY.md is over its load caps; run a consolidation (engram dream) to bring it back under',
-            );
-          }
-          // Only now, after every write landed, does the cursor move: a crash before this line redoes the range.
-          await advance(target);
-          // Written into a store-backed team/: a push that names this job as the author of the new versions.
-          await requestAuthoredTeamPush(deps, payload, receipt.files, `extract:${ctx.job.id}`).catch(
-            (error) =>
-              log.warn({ err: (error as Error).message }, 'could not request the authored team push'),
-          );
-          await state.recordExtractReceipt({
-            fromSeq: base.fromSeq,
-            toSeq: target.leafSeq,
-            memories,
-            atMs: Date.now(),
-          });
-          log.info(
-            {
-              toSeq: target.leafSeq,
-              memories: memories.length,
-              turns: fork.turns,
-              cacheRead: fork.usage.cacheReadInputTokens,
-            },
-            'extraction done',
-          );
-          return {
-            outcome: 'extracted',
-            ...base,
-            memories,
-            turns: fork.turns,
-            usage: fork.usage,
-            deniedToolCalls: fork.deniedCalls.length,
-          };
-        },
-      },
-    );
+        finish: ({ receipt, fork }) => finish(receipt, fork),
+      });
+    };
+    const staged = await runsStaged();
+    try {
+      return await extractOn(staged);
+    } finally {
+      if (config.extractStaged === 'auto')
+        await unmarkActive(engine.state, activeKey, myId).catch(() => undefined);
+    }
   };
+}
+
+/**
+ * On a staged copy, a Write/Edit aimed at the live memory directory (the path the session's own system prompt
+ * names) is refused with the copy's path to use instead; the jail (the copy) stays the boundary.
+ */
+function stagedAware(policy: JailedPolicy, memoryDir: string, root: string): JailedPolicy {
+  if (root === memoryDir) return policy;
+  const guided: CanUseTool = async (tool, input) => {
+    const path = input.file_path;
+    if (
+      (tool.name === 'Write' || tool.name === 'Edit') &&
+      typeof path === 'string' &&
+      isMemoryPathSync(path, memoryDir)
+    ) {
+      const rel = relative(memoryDir, path);
+      if (!rel.startsWith(STAGING_DIRNAME)) {
+        return {
+          behavior: 'deny',
+          message: `This extraction works on a private copy of the memory directory: use ${join(root, rel)} instead.`,
+          reason: 'path_outside_memory',
+        };
+      }
+    }
+    return policy(tool, input);
+  };
+  return withWriteJail(guided, policy.writeJail);
+}
+
+/** Extractions of one project in flight (auto mode's signal), job id → until when it counts. */
+interface ActiveExtractions {
+  jobs: Record<string, number>;
+}
+const ACTIVE_TTL_MS = 120_000;
+
+/**
+ * Records this job as in flight and says whether another one is. A read-modify-write, so racing jobs may miss
+ * each other: it only chooses between two correct paths (a miss runs serial, or parks in the writer line).
+ */
+async function markActive(store: StateStore, key: string, id: string): Promise<boolean> {
+  const now = Date.now();
+  const stored = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
+  const jobs = Object.fromEntries(Object.entries(stored).filter(([job, until]) => job !== id && until > now));
+  const others = Object.keys(jobs).length > 0;
+  jobs[id] = now + ACTIVE_TTL_MS;
+  await store.setJson(key, { jobs }, ACTIVE_TTL_MS);
+  if (others) return true;
+  // Read again: a job that marked itself between our read and our write replaced the record — it is there now.
+  const again = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
+  return Object.entries(again).some(([job, until]) => job !== id && until > now);
+}
+
+async function unmarkActive(store: StateStore, key: string, id: string): Promise<void> {
+  const stored = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
+  if (!(id in stored)) return;
+  const now = Date.now();
+  const jobs = Object.fromEntries(Object.entries(stored).filter(([job, until]) => job !== id && until > now));
+  if (Object.keys(jobs).length === 0) await store.delete(key);
+  else await store.setJson(key, { jobs }, ACTIVE_TTL_MS);
 }
 
 async function journalFileExists(memoryDir: string, rel: string): Promise<boolean> {

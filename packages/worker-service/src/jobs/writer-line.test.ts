@@ -75,7 +75,8 @@ describe.each(WORKER_TEST_BACKENDS)('the project writer line on %s', (_kind, bac
       closer,
       backendEnv: backend.env(),
       namespace: ns,
-      env: { ENGRAM_CONCURRENCY_EXTRACT: '4' },
+      // The serial line itself (staged extraction would not wait in it: docs/concurrency.md).
+      env: { ENGRAM_CONCURRENCY_EXTRACT: '4', ENGRAM_EXTRACT_STAGED: '0' },
     });
     const producer = closer.add(new JobProducer(service.engine));
     const queue = producer.queue('extract');

@@ -1,0 +1,262 @@
+import { existsSync, promises as fs, readdirSync } from 'node:fs';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
+import { openQueueEngine, type QueueEngine } from '@engram/queue/engine';
+import type { ExtractResult } from '@engram/queue/jobs/extract';
+import { JobProducer } from '@engram/queue/producer';
+import { SessionState } from '@engram/queue/state/session-state';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
+import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { waitUntil } from '@engram/testkit/wait';
+import { projectWriterLeaseKey } from '@engram/worker-service/jobs/extract';
+import { WORKER_TEST_BACKENDS } from '@engram/worker-service/testing/backends.test-helpers';
+import {
+  createForeground,
+  isExtractionRequest,
+  lastUserText,
+} from '@engram/worker-service/testing/foreground.test-helpers';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { assertWorkerBuilt, spawnWorkerProcess } from '../testing/worker-process.test-helpers.js';
+
+// Staged extraction (ENGRAM_EXTRACT_STAGED) with real worker processes: a worker SIGKILLed after its fork wrote
+// its private copy, while it waits for its commit turn (the test holds the project-writer lease, as a running
+// consolidation would). Nothing was published; another worker recovers the job, re-forks on a fresh copy and
+// commits: one memory, one pointer, cursor advanced.
+
+beforeAll(assertWorkerBuilt);
+const scripted = useModelServer();
+const { closer } = scripted;
+
+const MEMORY =
+  '---\nname: Use pnpm\ndescription: The user wants pnpm, never npm\ntype: feedback\n---\nUse pnpm.\n';
+
+/**
+ * A TCP proxy to Redis that freezes the moment the staged commit's journal entry has gone through: the SET of an
+ * `extract-commit:` key is forwarded (and answered), every later command of every connection is held back. The
+ * worker behind it then writes its files and pointers (disk) and hangs on its cursor write: a kill there is a
+ * kill between the journal and the cursor.
+ */
+async function freezingProxy(
+  target: URL,
+): Promise<{ url: string; frozen(): boolean; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  let frozen = false;
+  const journalSet = /\r\nset\r\n\$\d+\r\n[^\r\n]*extract-commit:/i;
+  const server: Server = createServer((client) => {
+    const upstream = createConnection({ host: target.hostname, port: Number(target.port) });
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => {});
+    }
+    let tail = '';
+    client.on('data', (chunk: Buffer) => {
+      if (frozen) return;
+      const text = tail + chunk.toString('latin1');
+      upstream.write(chunk);
+      if (journalSet.test(text)) frozen = true;
+      tail = text.slice(-512);
+    });
+    upstream.pipe(client);
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `redis://127.0.0.1:${port}${target.pathname}`,
+    frozen: () => frozen,
+    close: () =>
+      new Promise((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}
+
+describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
+  'staged crash safety on %s',
+  (_k, backend) => {
+    it('a staged worker killed before its commit: nothing published; the retry commits the fact once', async () => {
+      const fg = createForeground(scripted.server);
+      scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
+      let forkRuns = 0;
+      let secondTurns = 0;
+      const dirs: string[] = [];
+      scripted.server.route(
+        'extract',
+        (r) => isExtractionRequest(r.body),
+        (r): ScriptStep => {
+          const last = lastUserText(r.body);
+          if (last.includes('You are now the memory extraction subagent')) {
+            forkRuns++;
+            const dir = /the memory directory `([^`]+)`/.exec(last)![1]!;
+            dirs.push(dir);
+            return reply(
+              text('Saving.'),
+              toolUse('Write', { file_path: join(dir, 'feedback_pnpm.md'), content: MEMORY }),
+            );
+          }
+          secondTurns++;
+          return textReply('Saved.');
+        },
+        { sticky: true },
+      );
+      const leaf = await fg.turn('always use pnpm in this repo, never npm');
+      const payload = fg.extractPayload(leaf);
+      const namespace = uniquePrefix('staged-crash');
+      backend.cleanUpAfter(namespace, closer);
+      const env = {
+        ...backend.env(),
+        ENGRAM_HOME: fg.engramHome,
+        ENGRAM_NAMESPACE: namespace,
+        ENGRAM_QUEUES: 'extract',
+        ENGRAM_WORKERS_PORT: '0',
+        ANTHROPIC_API_KEY: 'test',
+        ANTHROPIC_BASE_URL: scripted.server.url,
+        ENGRAM_MODEL_MAX_RETRIES: '0',
+        ENGRAM_LOCK_DURATION_MS: '1500',
+        ENGRAM_STALLED_INTERVAL_MS: '500',
+        ENGRAM_EXTRACT_STAGED: '1',
+        LOG_LEVEL: 'warn',
+      };
+      const engine: QueueEngine = closer.add(
+        await openQueueEngine({ config: backend.config(), profile: 'worker', namespace }),
+      );
+      const producer = closer.add(new JobProducer(engine));
+      // The project's writer lease is busy (a consolidation, say): the staged fork runs, its commit waits.
+      const leaseKey = projectWriterLeaseKey(payload);
+      const held = await engine.state.acquireLease(leaseKey, 'test-holder', 60_000);
+      expect(held).toBeDefined();
+
+      const a = spawnWorkerProcess(env, closer);
+      const receipt = await producer.enqueue('extract', payload);
+      await waitUntil(() => secondTurns === 1, 'the first fork to finish', { timeoutMs: 30_000 });
+      // Its copy holds the memory; the live directory has nothing of it.
+      await waitUntil(() => existsSync(join(dirs[0]!, 'feedback_pnpm.md')), 'the copy written', {
+        timeoutMs: 10_000,
+      });
+      expect(dirs[0]!.startsWith(join(fg.paths.memoryDir, '.staging'))).toBe(true);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(existsSync(join(fg.paths.memoryDir, 'feedback_pnpm.md'))).toBe(false);
+
+      spawnWorkerProcess(env, closer);
+      const killed = new Promise((r) => a.once('exit', r));
+      a.kill('SIGKILL');
+      await killed;
+      await engine.state.releaseLease(leaseKey, 'test-holder', held!.token);
+
+      const queue = producer.queue('extract');
+      await waitUntil(
+        async () => (await queue.getJob(receipt.jobId))?.finishedOn !== undefined,
+        'recovery by the second worker',
+        { timeoutMs: 30_000, ignoreErrors: true },
+      );
+      const job = await queue.getJob(receipt.jobId);
+      expect(await job?.getState()).toBe('completed');
+      const result = job?.returnvalue as ExtractResult | undefined;
+      expect(result?.outcome).toBe('extracted');
+      expect(result?.memories.map((m) => m.path)).toEqual(['feedback_pnpm.md']);
+      expect(forkRuns).toBe(2);
+      expect(dirs[1]).not.toBe(dirs[0]);
+
+      const visible = readdirSync(fg.paths.memoryDir)
+        .filter((n) => !n.startsWith('.'))
+        .sort();
+      expect(visible).toEqual(['MEMORY.md', 'feedback_pnpm.md']);
+      const index = await fs.readFile(fg.paths.memoryIndexPath, 'utf8');
+      expect(parseIndexEntries(index).filter((e) => e.file === 'feedback_pnpm.md')).toHaveLength(1);
+      // The recovering attempt's copy is gone; the killed one's is a leftover, removed after an hour.
+      expect(existsSync(dirs[1]!)).toBe(false);
+      const state = new SessionState(engine.state, payload);
+      expect(await state.extractCursor()).toEqual({ leafUuid: leaf.leafUuid, leafSeq: leaf.leafSeq });
+    }, 90_000);
+
+    it('a staged worker killed mid-commit (journal stored, files written, cursor not moved): the retry completes it from the journal without a second fork', async () => {
+      const fg = createForeground(scripted.server);
+      scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
+      let forkRuns = 0;
+      scripted.server.route(
+        'extract',
+        (r) => isExtractionRequest(r.body),
+        (r): ScriptStep => {
+          const last = lastUserText(r.body);
+          if (last.includes('You are now the memory extraction subagent')) {
+            forkRuns++;
+            const dir = /the memory directory `([^`]+)`/.exec(last)![1]!;
+            return reply(
+              text('Saving.'),
+              toolUse('Write', { file_path: join(dir, 'feedback_pnpm.md'), content: MEMORY }),
+            );
+          }
+          return textReply('Saved.');
+        },
+        { sticky: true },
+      );
+      const leaf = await fg.turn('always use pnpm in this repo, never npm');
+      const payload = fg.extractPayload(leaf);
+      const namespace = uniquePrefix('staged-midcommit');
+      backend.cleanUpAfter(namespace, closer);
+      const proxy = await freezingProxy(new URL(inject('redisUrl')));
+      closer.defer(() => proxy.close());
+      const env = {
+        ENGRAM_HOME: fg.engramHome,
+        ENGRAM_NAMESPACE: namespace,
+        ENGRAM_QUEUES: 'extract',
+        ENGRAM_WORKERS_PORT: '0',
+        ANTHROPIC_API_KEY: 'test',
+        ANTHROPIC_BASE_URL: scripted.server.url,
+        ENGRAM_MODEL_MAX_RETRIES: '0',
+        ENGRAM_LOCK_DURATION_MS: '1500',
+        ENGRAM_STALLED_INTERVAL_MS: '500',
+        ENGRAM_EXTRACT_STAGED: '1',
+        LOG_LEVEL: 'warn',
+      };
+      const engine: QueueEngine = closer.add(
+        await openQueueEngine({ config: backend.config(), profile: 'worker', namespace }),
+      );
+      const producer = closer.add(new JobProducer(engine));
+      const a = spawnWorkerProcess({ ...env, REDIS_URL: proxy.url }, closer);
+      const receipt = await producer.enqueue('extract', payload);
+      const state = new SessionState(engine.state, payload);
+      await waitUntil(
+        async () =>
+          proxy.frozen() &&
+          (await fs.readFile(fg.paths.memoryIndexPath, 'utf8').catch(() => '')).includes('feedback_pnpm.md'),
+        'the commit to write its files and hang before the cursor',
+        { timeoutMs: 30_000, ignoreErrors: true },
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await state.extractCursor()).toBeUndefined();
+
+      const killed = new Promise((r) => a.once('exit', r));
+      a.kill('SIGKILL');
+      await killed;
+      spawnWorkerProcess({ ...env, ...backend.env() }, closer);
+
+      const queue = producer.queue('extract');
+      await waitUntil(
+        async () => (await queue.getJob(receipt.jobId))?.finishedOn !== undefined,
+        'recovery by the second worker',
+        { timeoutMs: 30_000, ignoreErrors: true },
+      );
+      const job = await queue.getJob(receipt.jobId);
+      expect(await job?.getState()).toBe('completed');
+      const result = job?.returnvalue as ExtractResult | undefined;
+      expect(result?.outcome).toBe('extracted');
+      // Credited once, from the journal: the roll-forward found the file at its committed hash.
+      expect(result?.memories).toEqual([{ path: 'feedback_pnpm.md', type: 'feedback', action: 'created' }]);
+      expect(forkRuns).toBe(1);
+      const visible = readdirSync(fg.paths.memoryDir)
+        .filter((n) => !n.startsWith('.'))
+        .sort();
+      expect(visible).toEqual(['MEMORY.md', 'feedback_pnpm.md']);
+      const index = await fs.readFile(fg.paths.memoryIndexPath, 'utf8');
+      expect(parseIndexEntries(index).filter((e) => e.file === 'feedback_pnpm.md')).toHaveLength(1);
+      expect(readdirSync(join(fg.paths.memoryDir, '.staging'))).toEqual([]);
+      expect(await state.extractCursor()).toEqual({ leafUuid: leaf.leafUuid, leafSeq: leaf.leafSeq });
+    }, 90_000);
+  },
+);

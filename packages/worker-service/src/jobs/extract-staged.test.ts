@@ -1,0 +1,277 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
+import type { ExtractResult } from '@engram/queue/jobs/extract';
+import { JobProducer } from '@engram/queue/producer';
+import { tenantHomeDir } from '@engram/tenants/tenant-store';
+import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
+import { useModelServer } from '@engram/testkit/model-server-hooks';
+import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { waitForFinishedJob } from '@engram/testkit/wait';
+import { describe, expect, it } from 'vitest';
+import { WORKER_TEST_BACKENDS } from '../testing/backends.test-helpers.js';
+import { createForeground, isExtractionRequest, lastUserText } from '../testing/foreground.test-helpers.js';
+import { startTestWorkerService } from '../testing/service.test-helpers.js';
+
+// Staged extraction (ENGRAM_EXTRACT_STAGED): N sessions of one repository extract at once. Each fork writes a
+// file of its own and appends its fact to one shared file it reads first (a model that reads before it
+// writes), on whatever directory its instruction names — its private copy in the staged run, the live memory
+// directory in the serial run. The staged forks run in parallel; the shared file's commits conflict and
+// re-fork on a fresh view; the result is the serial run's: the same memories, every fact once, one pointer
+// per file.
+
+const scripted = useModelServer();
+const { closer } = scripted;
+
+const N = 4;
+const MARK = 'You are now the memory extraction subagent';
+
+interface Outcome {
+  maxRunning: number;
+  forks: number;
+  results: ExtractResult[];
+  /** File → its body's lines (sorted; the frontmatter's metadata differs by run). */
+  files: Record<string, string[]>;
+  pointers: string[];
+}
+
+function body(text: string): string[] {
+  const end = text.indexOf('\n---\n', 4);
+  return text
+    .slice(end + 5)
+    .split('\n')
+    .filter(Boolean)
+    .sort();
+}
+
+async function runProject(
+  mode: 'serial' | 'staged' | 'auto',
+  backend: (typeof WORKER_TEST_BACKENDS)[number][1],
+): Promise<Outcome> {
+  const engramHome = mkdtempSync(join(tmpdir(), 'engram-staged-home-'));
+  const cwd = mkdtempSync(join(tmpdir(), 'engram-staged-repo-'));
+  scripted.server.reset();
+  scripted.server.route(
+    'parent',
+    (r) => !isExtractionRequest(r.body),
+    (r) => textReply(`ok ${r.index}`),
+    {
+      sticky: true,
+    },
+  );
+  let running = 0;
+  let maxRunning = 0;
+  let forks = 0;
+  const phase = new Map<number, number>();
+  const dirOf = new Map<number, string>();
+  let release!: () => void;
+  const allStarted = new Promise<void>((r) => {
+    release = r;
+  });
+  // The first round waits until every fork has started (or 4 s): in the staged run they overlap.
+  const gate = Promise.race([allStarted, new Promise((r) => setTimeout(r, 4_000))]);
+  scripted.server.route(
+    'extract',
+    (r) => isExtractionRequest(r.body),
+    async (r): Promise<ScriptStep> => {
+      const last = lastUserText(r.body);
+      const session = Number(/session (\d+) says/.exec(JSON.stringify(r.body.messages))?.[1]);
+      if (last.includes(MARK)) {
+        forks++;
+        running++;
+        maxRunning = Math.max(maxRunning, running);
+        if (running >= N) release();
+        await gate;
+        const memoryDir = /the memory directory `([^`]+)`/.exec(last)![1]!;
+        dirOf.set(session, memoryDir);
+        phase.set(session, 1);
+        const sharedPath = join(memoryDir, 'project_shared.md');
+        // Turn 1: read the shared file (the Write tool refuses to overwrite a file it has not read) and save
+        // this session's own fact.
+        return reply(
+          text('Saving.'),
+          ...(existsSync(sharedPath) ? [toolUse('Read', { file_path: sharedPath })] : []),
+          toolUse('Write', {
+            file_path: join(memoryDir, `project_s${session}.md`),
+            content: `---\nname: S${session}\ndescription: session ${session}\ntype: project\n---\nS${session}\n`,
+          }),
+        );
+      }
+      if (phase.get(session) === 1) {
+        // Turn 2: append to what the Read returned (the same bytes: the fork's directory is its own meanwhile).
+        phase.set(session, 2);
+        const sharedPath = join(dirOf.get(session)!, 'project_shared.md');
+        const current = existsSync(sharedPath)
+          ? readFileSync(sharedPath, 'utf8')
+          : '---\nname: Shared\ndescription: facts of every session\ntype: project\n---\n';
+        return reply(
+          toolUse('Write', { file_path: sharedPath, content: `${current}fact of session ${session}\n` }),
+        );
+      }
+      running--;
+      return textReply('Saved.');
+    },
+    { sticky: true },
+  );
+  const sessions = [];
+  for (let i = 0; i < N; i++) {
+    const fg = createForeground(scripted.server, { engramHome, cwd });
+    sessions.push({ fg, leaf: await fg.turn(`session ${i} says: remember fact ${i}`) });
+  }
+  const ns = uniquePrefix(mode);
+  backend.cleanUpAfter(ns, closer);
+  const service = await startTestWorkerService({
+    modelUrl: scripted.server.url,
+    engramHome,
+    queues: 'extract',
+    closer,
+    backendEnv: backend.env(),
+    namespace: ns,
+    env: {
+      ENGRAM_CONCURRENCY_EXTRACT: String(N),
+      ...(mode === 'auto' ? {} : { ENGRAM_EXTRACT_STAGED: mode === 'staged' ? '1' : '0' }),
+    },
+  });
+  const producer = closer.add(new JobProducer(service.engine));
+  const queue = producer.queue('extract');
+  const ids: string[] = [];
+  for (const s of sessions) ids.push((await producer.enqueue('extract', s.fg.extractPayload(s.leaf))).jobId);
+  const results: ExtractResult[] = [];
+  for (const id of ids) {
+    results.push((await waitForFinishedJob(queue, id, 60_000)).returnvalue as ExtractResult);
+  }
+  await service.stop('test');
+  const memoryDir = sessions[0]!.fg.paths.memoryDir;
+  const files: Record<string, string[]> = {};
+  for (const name of readdirSync(memoryDir).filter((n) => n.endsWith('.md') && n !== 'MEMORY.md')) {
+    files[name] = body(readFileSync(join(memoryDir, name), 'utf8'));
+  }
+  const pointers = parseIndexEntries(readFileSync(join(memoryDir, 'MEMORY.md'), 'utf8')).map((e) => e.file);
+  // No staging copy is left behind.
+  if (existsSync(join(memoryDir, '.staging'))) expect(readdirSync(join(memoryDir, '.staging'))).toEqual([]);
+  return { maxRunning, forks, results, files, pointers };
+}
+
+describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
+  'staged extraction on %s',
+  (_k, backend) => {
+    it('runs one project’s forks in parallel and ends with exactly the serial run’s memories and pointers', async () => {
+      const serial = await runProject('serial', backend);
+      const staged = await runProject('staged', backend);
+      // The default: the first job, alone, holds the lease for its fork; the ones arriving meanwhile go staged.
+      const auto = await runProject('auto', backend);
+
+      expect(serial.maxRunning).toBe(1);
+      expect(staged.maxRunning).toBeGreaterThanOrEqual(2);
+      for (const r of [...serial.results, ...staged.results]) expect(r.outcome).toBe('extracted');
+      const expected: Record<string, string[]> = { project_shared: [] };
+      for (let i = 0; i < N; i++) {
+        expected[`project_s${i}.md`] = [`S${i}`];
+        expected.project_shared!.push(`fact of session ${i}`);
+      }
+      expected['project_shared.md'] = expected.project_shared!.sort();
+      delete expected.project_shared;
+      expect(serial.files).toEqual(expected);
+      expect(staged.files).toEqual(serial.files);
+      // (Whether auto overlaps jobs that all start in the same millisecond is a race of its in-flight record;
+      // its result is the serial run's either way.)
+      expect(auto.files).toEqual(serial.files);
+      expect([...auto.pointers].sort()).toEqual([...serial.pointers].sort());
+      // (Whether auto overlaps jobs that all start in the same millisecond is a race of its in-flight record;
+      // its result is the serial run's either way.)
+      expect(auto.files).toEqual(serial.files);
+      expect([...auto.pointers].sort()).toEqual([...serial.pointers].sort());
+      // One pointer per file, in both runs.
+      expect([...serial.pointers].sort()).toEqual(Object.keys(expected).sort());
+      expect([...staged.pointers].sort()).toEqual([...serial.pointers].sort());
+      // The shared file conflicted: some staged forks re-ran on a fresh view (the serial run forks once each).
+      expect(serial.forks).toBe(N);
+      expect(staged.forks).toBeGreaterThan(N);
+      // Every session's own memory is credited to its job, exactly once.
+      for (let i = 0; i < N; i++) {
+        const own = staged.results.filter((r) => r.memories.some((m) => m.path === `project_s${i}.md`));
+        expect(own).toHaveLength(1);
+      }
+    }, 120_000);
+
+    it('a tenant’s staged copy lies in its own area: its fork writes there, never into another tenant’s memory', async () => {
+      const engramHome = mkdtempSync(join(tmpdir(), 'engram-staged-tenants-'));
+      const cwd = mkdtempSync(join(tmpdir(), 'engram-staged-tenant-repo-'));
+      const acme = createForeground(scripted.server, { engramHome: tenantHomeDir(engramHome, 'acme'), cwd });
+      const rival = createForeground(scripted.server, {
+        engramHome: tenantHomeDir(engramHome, 'rival'),
+        cwd,
+      });
+      mkdirSync(rival.paths.memoryDir, { recursive: true });
+      const rivalSecret = '---\nname: Rival\ndescription: rival only\ntype: project\n---\nrival-only-7f3a\n';
+      writeFileSync(join(rival.paths.memoryDir, 'project_rival.md'), rivalSecret);
+      scripted.server.reset();
+      scripted.server.route(
+        'parent',
+        (r) => !isExtractionRequest(r.body),
+        () => textReply('Noted.'),
+        {
+          sticky: true,
+        },
+      );
+      const dirs: string[] = [];
+      const bodies: string[] = [];
+      scripted.server.route(
+        'extract',
+        (r) => isExtractionRequest(r.body),
+        (r): ScriptStep => {
+          bodies.push(JSON.stringify(r.body.messages));
+          const last = lastUserText(r.body);
+          if (!last.includes(MARK)) return textReply('Saved.');
+          const dir = /the memory directory `([^`]+)`/.exec(last)![1]!;
+          dirs.push(dir);
+          return reply(
+            text('Saving.'),
+            // Positive control: inside its own copy.
+            toolUse('Write', {
+              file_path: join(dir, 'project_acme.md'),
+              content: '---\nname: Acme\ndescription: acme fact\ntype: project\n---\nacme\n',
+            }),
+            // Outside it: the other tenant's memory (write and read), and this tenant's own live directory.
+            toolUse('Write', {
+              file_path: join(rival.paths.memoryDir, 'project_rival.md'),
+              content: 'pwned',
+            }),
+            toolUse('Read', { file_path: join(rival.paths.memoryDir, 'project_rival.md') }),
+            toolUse('Write', { file_path: join(acme.paths.memoryDir, 'project_live.md'), content: 'live' }),
+          );
+        },
+        { sticky: true },
+      );
+      const leaf = await acme.turn('remember the acme fact');
+      const ns = uniquePrefix('staged-tenant');
+      backend.cleanUpAfter(ns, closer);
+      const service = await startTestWorkerService({
+        modelUrl: scripted.server.url,
+        engramHome,
+        queues: 'extract',
+        closer,
+        backendEnv: backend.env(),
+        namespace: ns,
+        env: { ENGRAM_EXTRACT_STAGED: '1' },
+      });
+      const producer = closer.add(new JobProducer(service.engine));
+      const { jobId } = await producer.enqueue('extract', { ...acme.extractPayload(leaf), tenant: 'acme' });
+      const job = await waitForFinishedJob(producer.queue('extract'), jobId, 60_000);
+      expect(job.failedReason).toBeUndefined();
+      const result = job.returnvalue as ExtractResult;
+      expect(result.outcome).toBe('extracted');
+      expect(result.memories.map((m) => m.path)).toEqual(['project_acme.md']);
+      expect(result.deniedToolCalls).toBeGreaterThanOrEqual(2);
+      // The copy was inside acme's own memory directory, so inside its area.
+      expect(dirs[0]!.startsWith(join(acme.paths.memoryDir, '.staging'))).toBe(true);
+      expect(dirs[0]!.startsWith(tenantHomeDir(engramHome, 'acme'))).toBe(true);
+      expect(readFileSync(join(acme.paths.memoryDir, 'project_acme.md'), 'utf8')).toContain('acme');
+      expect(existsSync(join(acme.paths.memoryDir, 'project_live.md'))).toBe(false);
+      expect(readFileSync(join(rival.paths.memoryDir, 'project_rival.md'), 'utf8')).toBe(rivalSecret);
+      // The rival's bytes never reached the model.
+      expect(bodies.some((b) => b.includes('rival-only-7f3a'))).toBe(false);
+    }, 90_000);
+  },
+);
