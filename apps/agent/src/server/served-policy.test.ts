@@ -22,7 +22,6 @@ async function servedTools(): Promise<Map<string, AnyTool>> {
     tenant: { workspace, home },
     allowedTools: new Set(['Grep', 'Glob']),
     canUseTool: async () => ({ behavior: 'allow' }),
-    hidden: [],
   });
   return new Map(wrapTools([grepTool as AnyTool, globTool as AnyTool]).map((t) => [t.name, t]));
 }

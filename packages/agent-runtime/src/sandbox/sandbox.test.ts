@@ -106,23 +106,58 @@ describe('the sandbox environment', () => {
 });
 
 describe('the bubblewrap invocation', () => {
-  it('shares nothing, drops capabilities, and binds back what the command needs over the private /tmp', () => {
-    const { args, seccomp } = bwrapInvocation('/usr/bin/bwrap', {
-      cwd: '/tmp/project',
-      writable: ['/tmp/mem'],
-    });
+  it('shares nothing, drops capabilities, mounts only the system and the world, then applies the limits', () => {
+    const limits = { maxProcesses: 32, memoryMb: 512, cpuSeconds: 10, fileMb: 8 };
+    const { file, args, seccomp } = bwrapInvocation(
+      '/usr/bin/bwrap',
+      { cwd: '/tmp/project/sub', readable: ['/tmp/project', '/tmp/mem'], writable: ['/tmp/mem'] },
+      { limits },
+    );
+    expect(file).toBe('/usr/bin/bwrap');
     expect(args).toEqual(
       expect.arrayContaining(['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL']),
     );
     expect(args).not.toContain('--share-net');
     const joined = args.join(' ');
-    expect(joined).toContain('--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --dir /tmp/home');
+    // No read-only root: an allow-list of system directories and /etc entries.
+    expect(joined).not.toContain('--ro-bind / /');
+    expect(joined).toMatch(/--(ro-bind \/usr \/usr|symlink \S+ \/usr)/);
+    expect(joined).toContain('--ro-bind /etc/ld.so.cache /etc/ld.so.cache');
+    expect(joined).not.toMatch(/\/etc\/(passwd|shadow|gitconfig|ssl)\b/);
+    expect(joined).toContain(`--dev /dev --proc /proc --size ${8 * 1024 * 1024} --tmpfs /tmp --dir /tmp/home`);
+    // A path listed both ways is writable; nothing else follows but the read-only root.
     expect(joined).toContain(
-      '--ro-bind /tmp/project /tmp/project --ro-bind /tmp/mem /tmp/mem --bind /tmp/mem /tmp/mem',
+      '--dir /tmp/home --ro-bind /tmp/project /tmp/project --bind /tmp/mem /tmp/mem --remount-ro /',
     );
-    expect(joined.endsWith('--chdir /tmp/project --seccomp 3 --')).toBe(true);
+    expect(joined).toContain('--chdir /tmp/project/sub --seccomp 3 -- /bin/bash -c ulimit -u 32 -v 524288 -t 10 -f 8192');
     expect(seccomp.length % 8).toBe(0);
     expect(buildSeccompFilter('x64').equals(seccomp)).toBe(process.arch === 'x64');
+    // Root workers: the command enters its pids cgroup first, then execs bwrap.
+    const inCgroup = bwrapInvocation(
+      '/usr/bin/bwrap',
+      { cwd: '/w', readable: ['/w'], writable: [] },
+      { limits, cgroupProcs: '/sys/fs/cgroup/pids/x/cgroup.procs' },
+    );
+    expect(inCgroup.file).toBe('/bin/sh');
+    expect(inCgroup.args.slice(0, 4)).toEqual([
+      '-c',
+      'echo $$ > "$0" || exit 125; exec "$@"',
+      '/sys/fs/cgroup/pids/x/cgroup.procs',
+      '/usr/bin/bwrap',
+    ]);
+  });
+
+  it('refuses a world that is not absolute directories, or a cwd outside it', () => {
+    const limits = { maxProcesses: 32, memoryMb: 512, cpuSeconds: 10, fileMb: 8 };
+    expect(() => bwrapInvocation('/b', { cwd: '/w', readable: ['/'], writable: [] }, { limits })).toThrow(
+      /not an absolute directory/,
+    );
+    expect(() => bwrapInvocation('/b', { cwd: '/w', readable: ['rel'], writable: [] }, { limits })).toThrow(
+      /not an absolute directory/,
+    );
+    expect(() => bwrapInvocation('/b', { cwd: '/elsewhere', readable: ['/w'], writable: [] }, { limits })).toThrow(
+      /outside its directories/,
+    );
   });
 });
 

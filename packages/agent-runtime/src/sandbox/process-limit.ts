@@ -1,0 +1,97 @@
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import { join } from 'node:path';
+
+// How "at most N processes" holds for a sandboxed command. RLIMIT_NPROC is counted per user namespace
+// (Linux >= 5.14), and bwrap gives each command its own, so as a non-root worker `ulimit -u N` inside the
+// sandbox bounds that command alone. For real uid 0 the kernel never enforces RLIMIT_NPROC (measured here:
+// a limit of 32 let 204 processes start), so a root worker puts each command in its own pids cgroup instead:
+// cgroup v1's `pids` hierarchy or a cgroup v2 directory with the pids controller delegated, whichever this
+// process may create children in. Where neither exists, the status says `none`.
+
+export type ProcessLimit =
+  | { kind: 'rlimit' }
+  | { kind: 'cgroup'; parent: string }
+  | { kind: 'none'; reason: string };
+
+const GROUP = 'engram-sandbox';
+
+async function cgroupCandidates(): Promise<string[]> {
+  const text = await fs.readFile('/proc/self/cgroup', 'utf8').catch(() => '');
+  const out: string[] = [];
+  for (const line of text.split('\n')) {
+    const [, controllers, path] = line.split(':');
+    if (path === undefined || controllers === undefined) continue;
+    if (controllers.split(',').includes('pids')) out.push(join('/sys/fs/cgroup/pids', path));
+    if (controllers === '') {
+      out.push(join('/sys/fs/cgroup', path));
+      out.push(join('/sys/fs/cgroup/unified', path));
+    }
+  }
+  return out;
+}
+
+async function usableParent(base: string): Promise<string | undefined> {
+  const parent = join(base, GROUP);
+  try {
+    await fs.mkdir(parent, { recursive: true });
+    // cgroup v2: children of `parent` get pids.max only when pids is enabled in its subtree (fails unless the
+    // controller is delegated to `base`); v1 has no such file and needs nothing.
+    await fs.writeFile(join(parent, 'cgroup.subtree_control'), '+pids').catch(() => undefined);
+    const probe = join(parent, `probe-${process.pid}-${randomBytes(4).toString('hex')}`);
+    await fs.mkdir(probe);
+    try {
+      await fs.writeFile(join(probe, 'pids.max'), '8');
+      await fs.access(join(probe, 'cgroup.procs'));
+    } finally {
+      await fs.rmdir(probe).catch(() => undefined);
+    }
+    return parent;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Which mechanism bounds a sandboxed command's processes in this process (`uid` for tests). */
+export async function detectProcessLimit(uid: number | undefined = process.getuid?.()): Promise<ProcessLimit> {
+  if (uid !== 0) return { kind: 'rlimit' };
+  for (const base of await cgroupCandidates()) {
+    const parent = await usableParent(base);
+    if (parent) return { kind: 'cgroup', parent };
+  }
+  return {
+    kind: 'none',
+    reason:
+      'the worker runs as root, where RLIMIT_NPROC does not hold, and no pids cgroup is writable ' +
+      '(run the workers as a non-root user, or delegate a cgroup with the pids controller)',
+  };
+}
+
+/** A fresh pids cgroup for one command: its `cgroup.procs` to enter, and `release` to remove it after. */
+export async function commandCgroup(
+  parent: string,
+  maxProcesses: number,
+): Promise<{ procs: string; release: () => Promise<void> }> {
+  const dir = join(parent, `${process.pid}-${randomBytes(6).toString('hex')}`);
+  await fs.mkdir(dir);
+  try {
+    await fs.writeFile(join(dir, 'pids.max'), String(maxProcesses));
+  } catch (error) {
+    await fs.rmdir(dir).catch(() => undefined);
+    throw error;
+  }
+  const release = async () => {
+    // The PID namespace's processes die just after bwrap: wait for the group to empty (rmdir says EBUSY).
+    for (let i = 0; i < 50; i++) {
+      try {
+        await fs.rmdir(dir);
+        return;
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT') return;
+        await new Promise((r) => setTimeout(r, 100).unref());
+      }
+    }
+  };
+  return { procs: join(dir, 'cgroup.procs'), release };
+}
