@@ -4,7 +4,12 @@ import { parseSandboxLimits } from './sandbox-limits.js';
 
 describe('sandbox limits', () => {
   it('has defaults, reads each setting, and refuses a value that is not a positive integer', () => {
-    expect(parseSandboxLimits({})).toEqual({ maxProcesses: 256, memoryMb: 2048, cpuSeconds: 300, fileMb: 512 });
+    expect(parseSandboxLimits({})).toEqual({
+      maxProcesses: 256,
+      memoryMb: 2048,
+      cpuSeconds: 300,
+      fileMb: 512,
+    });
     expect(
       parseSandboxLimits({
         ENGRAM_SANDBOX_MAX_PROCS: '32',
@@ -16,6 +21,8 @@ describe('sandbox limits', () => {
     for (const bad of ['0', '-1', 'many', '1.5']) {
       expect(() => parseSandboxLimits({ ENGRAM_SANDBOX_MAX_PROCS: bad })).toThrow(ConfigError);
     }
-    expect(() => parseSandboxLimits({ ENGRAM_SANDBOX_CPU_SECONDS: 'x' })).toThrow(/ENGRAM_SANDBOX_CPU_SECONDS/);
+    expect(() => parseSandboxLimits({ ENGRAM_SANDBOX_CPU_SECONDS: 'x' })).toThrow(
+      /ENGRAM_SANDBOX_CPU_SECONDS/,
+    );
   });
 });

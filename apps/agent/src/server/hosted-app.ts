@@ -505,7 +505,11 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
       // The cost record is written alongside the lease release (neither needs the other), not before `done`.
       let costRecorded: Promise<unknown> = Promise.resolve();
       try {
-        const session = await AgentSession.open(deps(tenant), { cwd, sessionId: record.id, tenant: tenant.id });
+        const session = await AgentSession.open(deps(tenant), {
+          cwd,
+          sessionId: record.id,
+          tenant: tenant.id,
+        });
         emit({ event: 'turn.started', data: { sessionId: record.id, resumed: session.resumed } });
         const allowedTools = effectiveTools(tenant.allowedTools, body.allowedTools);
         const served = await sandboxServedBash({

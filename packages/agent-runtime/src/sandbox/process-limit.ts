@@ -53,7 +53,9 @@ async function usableParent(base: string): Promise<string | undefined> {
 }
 
 /** Which mechanism bounds a sandboxed command's processes in this process (`uid` for tests). */
-export async function detectProcessLimit(uid: number | undefined = process.getuid?.()): Promise<ProcessLimit> {
+export async function detectProcessLimit(
+  uid: number | undefined = process.getuid?.(),
+): Promise<ProcessLimit> {
   if (uid !== 0) return { kind: 'rlimit' };
   for (const base of await cgroupCandidates()) {
     const parent = await usableParent(base);

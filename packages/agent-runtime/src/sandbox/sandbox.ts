@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, promises as fs, lstatSync, readlinkSync } from 'node:fs';
-import { parseSandboxLimits, type SandboxLimits } from '@engram/config/sandbox-limits';
 import { isAbsolute, relative, sep } from 'node:path';
+import { parseSandboxLimits, type SandboxLimits } from '@engram/config/sandbox-limits';
 import { SANDBOX_HOME, sandboxEnvironment } from './environment.js';
 import { commandCgroup, detectProcessLimit, type ProcessLimit } from './process-limit.js';
 import { buildSeccompFilter, seccompSupported } from './seccomp.js';
@@ -109,8 +109,7 @@ export async function probeSandbox(opts: SandboxProbeOptions = {}): Promise<Sand
   try {
     const version = await runCaptured(bwrapPath, ['--version'], {}, undefined, PROBE_TIMEOUT_MS);
     const processLimit = await detectProcessLimit();
-    const cgroup =
-      processLimit.kind === 'cgroup' ? await commandCgroup(processLimit.parent, 16) : undefined;
+    const cgroup = processLimit.kind === 'cgroup' ? await commandCgroup(processLimit.parent, 16) : undefined;
     const invocation = bwrapInvocation(
       bwrapPath,
       { cwd: scratch, readable: [], writable: [scratch] },
@@ -261,11 +260,14 @@ function systemMountArgs(): string[] {
   return args;
 }
 
-/** `ulimit` options (bash) for the limits: processes, address space (KiB), CPU seconds, file size (KiB blocks). */
+/**
+ * `ulimit` (bash) for the limits: processes, address space (KiB), file size (KiB blocks), no core files, and
+ * CPU seconds with the hard limit one second above the soft one (SIGXCPU first, so the result can name it).
+ */
 function ulimitLine(limits: SandboxLimits): string {
   return (
-    `ulimit -u ${limits.maxProcesses} -v ${limits.memoryMb * 1024} -t ${limits.cpuSeconds} ` +
-    `-f ${limits.fileMb * 1024} -c 0 || exit 125; exec "$@"`
+    `ulimit -u ${limits.maxProcesses} -v ${limits.memoryMb * 1024} -t ${limits.cpuSeconds + 1} ` +
+    `-f ${limits.fileMb * 1024} -c 0 && ulimit -S -t ${limits.cpuSeconds} || exit 125; exec "$@"`
   );
 }
 
@@ -277,7 +279,11 @@ function ulimitLine(limits: SandboxLimits): string {
  * applies the limits (`ulimit`, inside the new user namespace, so RLIMIT_NPROC counts this sandbox's
  * processes only) and execs the command.
  */
-export function bwrapInvocation(bwrapPath: string, world: SandboxWorld, opts: BwrapOptions = {}): BwrapInvocation {
+export function bwrapInvocation(
+  bwrapPath: string,
+  world: SandboxWorld,
+  opts: BwrapOptions = {},
+): BwrapInvocation {
   const limits = opts.limits ?? parseSandboxLimits();
   const args = [
     '--die-with-parent',
@@ -319,7 +325,19 @@ export function bwrapInvocation(bwrapPath: string, world: SandboxWorld, opts: Bw
     throw new Error(`sandbox world: the working directory ${world.cwd} is outside its directories`);
   }
   // The root tmpfs bwrap builds on is writable (and in RAM): made read-only once everything is mounted.
-  args.push('--remount-ro', '/', '--chdir', world.cwd, '--seccomp', '3', '--', '/bin/bash', '-c', ulimitLine(limits), 'engram-limits');
+  args.push(
+    '--remount-ro',
+    '/',
+    '--chdir',
+    world.cwd,
+    '--seccomp',
+    '3',
+    '--',
+    '/bin/bash',
+    '-c',
+    ulimitLine(limits),
+    'engram-limits',
+  );
   const seccomp = buildSeccompFilter();
   if (opts.cgroupProcs) {
     return {

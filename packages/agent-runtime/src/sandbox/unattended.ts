@@ -1,8 +1,14 @@
 import { promises as fs } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
-import { SANDBOX_LIMIT_SETTINGS, type SandboxLimits, parseSandboxLimits } from '@engram/config/sandbox-limits';
+import {
+  parseSandboxLimits,
+  SANDBOX_LIMIT_SETTINGS,
+  type SandboxLimits,
+} from '@engram/config/sandbox-limits';
 import { declaredWriteJail, type WriteJail } from '@engram/write-jail/write-jail';
 import type { AnyTool, CanUseTool, PermissionDecision, ToolContext } from '../tools/tool.js';
+import { commandCgroup } from './process-limit.js';
+import type { ReadBoundary } from './read-boundary.js';
 import {
   type BwrapInvocation,
   bwrapInvocation,
@@ -12,8 +18,6 @@ import {
   type SandboxWorld,
   sandboxStatus,
 } from './sandbox.js';
-import { commandCgroup } from './process-limit.js';
-import type { ReadBoundary } from './read-boundary.js';
 
 // How a tool call that no person approves gets its boundary. A caller (a memory fork, a served turn) hands
 // its tools and its permission policy to `prepareUnattended`; what comes back is the same tool list — same
@@ -106,7 +110,10 @@ export async function sandboxedShell(
     try {
       cgroup = await commandCgroup(limit.parent, sandbox.limits.maxProcesses);
     } catch (error) {
-      return { ok: false, reason: `the command's pids cgroup cannot be created: ${(error as Error).message}` };
+      return {
+        ok: false,
+        reason: `the command's pids cgroup cannot be created: ${(error as Error).message}`,
+      };
     }
   }
   const invocation = bwrapInvocation(status.bwrapPath, world, {
@@ -127,10 +134,10 @@ function isWithinOrEqual(child: string, parent: string): boolean {
  */
 export function limitHit(sandbox: ToolSandbox, exitCode: number | null, output = ''): string | undefined {
   const { limits } = sandbox;
-  if (exitCode === 152) {
+  if (exitCode === 152 || /CPU time limit exceeded/.test(output)) {
     return `the sandbox's CPU time limit (${limits.cpuSeconds} s per process, ${SANDBOX_LIMIT_SETTINGS.cpuSeconds})`;
   }
-  if (exitCode === 153) {
+  if (exitCode === 153 || /File size limit exceeded/.test(output)) {
     return `the sandbox's file size limit (${limits.fileMb} MiB, ${SANDBOX_LIMIT_SETTINGS.fileMb})`;
   }
   if (/fork: (retry: )?Resource temporarily unavailable/.test(output)) {

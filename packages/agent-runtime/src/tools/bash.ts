@@ -182,7 +182,9 @@ export function runBash(
  */
 export async function executeBash(input: BashInput, ctx: ToolContext): Promise<BashRunResult> {
   const timeoutMs = input.timeout ?? DEFAULT_BASH_TIMEOUT_MS;
-  let wrap: { file: string; args: readonly string[]; seccomp?: Buffer; release?: () => Promise<void> } | undefined;
+  let wrap:
+    | { file: string; args: readonly string[]; seccomp?: Buffer; release?: () => Promise<void> }
+    | undefined;
   let env = scrubEnvironment(ctx.env ?? process.env);
   if (ctx.sandbox) {
     // Unattended: the sandbox, or nothing (the permission gate should already have said so).
@@ -235,9 +237,10 @@ export const bashTool = defineTool<BashInput>({
     }
     if (result.exitCode !== 0) {
       const status =
-        (result.exitCode === null ? `killed by ${result.signal}` : `Exit code ${result.exitCode}`) + stoppedBy;
+        (result.exitCode === null ? `killed by ${result.signal}` : `Exit code ${result.exitCode}`) +
+        stoppedBy;
       return { content: `${output}${output ? '\n' : ''}${status}`, isError: true };
     }
-    return { content: output };
+    return { content: limit ? `${output}\n(A command was stopped by ${limit}.)` : output };
   },
 });
