@@ -224,7 +224,7 @@ function isUnder(path: string, dir: string): boolean {
 const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib64', '/lib32', '/libx32'];
 /**
  * The part of /etc a shell and its tools need: the dynamic loader's cache and configuration, name-service
- * switch, Debian's alternatives (`awk`, `pager` are links through it) and the time zone. Not `passwd`/`group`
+ * switch, Debian's alternatives (`awk`, `pager` are links through it), the host name and the time zone. Not `passwd`/`group`
  * (the operator's accounts), not `gitconfig` or `ssl` or `hosts`: nothing an operator configures for itself.
  */
 export const SANDBOX_ETC = [
@@ -233,6 +233,7 @@ export const SANDBOX_ETC = [
   'ld.so.conf',
   'ld.so.conf.d',
   'nsswitch.conf',
+  'hostname',
   'localtime',
   'timezone',
   'locale.alias',
