@@ -59,7 +59,10 @@ export async function detectProcessLimit(
   if (uid !== 0) return { kind: 'rlimit' };
   for (const base of await cgroupCandidates()) {
     const parent = await usableParent(base);
-    if (parent) return { kind: 'cgroup', parent };
+    if (parent) {
+      await sweepStale(parent);
+      return { kind: 'cgroup', parent };
+    }
   }
   return {
     kind: 'none',
@@ -67,6 +70,25 @@ export async function detectProcessLimit(
       'the worker runs as root, where RLIMIT_NPROC does not hold, and no pids cgroup is writable ' +
       '(run the workers as a non-root user, or delegate a cgroup with the pids controller)',
   };
+}
+
+/** Removes the empty command cgroups of processes that died before releasing them (rmdir refuses busy ones). */
+async function sweepStale(parent: string): Promise<void> {
+  const names = await fs.readdir(parent).catch(() => [] as string[]);
+  for (const name of names) {
+    const pid = /^(\d+)-[0-9a-f]+$/.exec(name)?.[1];
+    if (!pid || alive(Number(pid))) continue;
+    await fs.rmdir(join(parent, name)).catch(() => undefined);
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** A fresh pids cgroup for one command: its `cgroup.procs` to enter, and `release` to remove it after. */
