@@ -121,7 +121,7 @@ export async function probeSandbox(opts: SandboxProbeOptions = {}): Promise<Sand
       sandboxEnvironment(env),
       invocation.seccomp,
       PROBE_TIMEOUT_MS,
-    ).finally(() => cgroup?.release());
+    ).finally(() => void cgroup?.release()); // not awaited: its retries must not hold the process
     const versionText = version.stdout.trim() || undefined;
     if (probe.code !== 0 || probe.stdout.trim() !== 'ok') {
       const why = (probe.stderr.trim() || probe.error || `exit ${probe.code}`).split('\n')[0]!.slice(0, 300);
