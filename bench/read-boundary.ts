@@ -71,7 +71,6 @@ try {
     tenant: { workspace, home },
     allowedTools: new Set(['Read', 'Grep', 'Glob']),
     canUseTool: allowAll,
-    hidden: [],
     memoryDir: join(home, 'memory'),
   });
   const bounded = served.wrapTools(base);

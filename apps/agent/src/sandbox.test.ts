@@ -166,9 +166,15 @@ async function pool<T, R>(items: readonly T[], run: (item: T) => Promise<R>): Pr
 
 /** A memory fork's Bash: the tools and policy as runForkedAgent prepares them, then the call as the loop makes it. */
 async function forkBash(policy: CanUseTool) {
-  const prepared = await prepareUnattended({ tools: defaultTools(), canUseTool: policy, defaultRoot: mem });
-  const bash = prepared.tools.find((t) => t.name === 'Bash') as AnyTool;
   return async (command: string, cwd: string = mem) => {
+    // A CLI fork's world: its working directory (as runForkedAgent states it) and its memory directory.
+    const prepared = await prepareUnattended({
+      tools: defaultTools(),
+      canUseTool: policy,
+      defaultRoot: mem,
+      readable: [cwd],
+    });
+    const bash = prepared.tools.find((t) => t.name === 'Bash') as AnyTool;
     const input = { command, timeout: COMMAND_TIMEOUT_MS };
     const decision = await prepared.canUseTool(bash, input, { toolUseId: 't', cwd });
     if (decision.behavior === 'deny') return { ran: false, reason: decision.reason, output: '' };

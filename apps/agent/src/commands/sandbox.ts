@@ -41,6 +41,8 @@ export async function sandboxCommand(opts: SandboxCommandOptions, io: Output): P
     canUseTool: opts.skipReadOnlyCheck ? async () => ({ behavior: 'allow' }) : policy,
     defaultRoot: memoryDir,
     jail: policy.writeJail,
+    // A CLI fork's world: its working directory and the memory directory.
+    readable: [cwd],
   });
   const decision = await unattended.canUseTool(bashTool, parsed.data, { toolUseId: 'engram-sandbox', cwd });
   if (decision.behavior === 'deny') {

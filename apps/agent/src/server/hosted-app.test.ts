@@ -570,10 +570,98 @@ describe('engram serve: authentication and tenant isolation', () => {
     expect(readFileSync(join(ws, 'out.txt'), 'utf8')).toBe('built\n');
     expect(results.get('b1')?.content).toContain('built');
     expect(existsSync(outside)).toBe(false);
-    expect(results.get('b2')?.content).toMatch(/Read-only file system|Permission denied/);
+    // Not even there: the sandbox mounts nothing of the host outside the tenant's world.
+    expect(results.get('b2')?.content).toMatch(/No such file or directory|Read-only file system/);
     expect(results.get('b3')?.content).not.toContain('RIVAL-SECRET');
     expect(results.get('b4')?.content).not.toContain('rival');
   });
+
+  it("shows served Bash only the tenant's world: no operator HOME, no other area of ENGRAM_HOME, no rival, no worker environ; a fork bomb ends at its timeout", async () => {
+    const store = new TenantStore(engramHome);
+    const acme = await store.add('acme', workspace(`acme-${namespace}`), { allowedTools: ['Read', 'Bash'] });
+    const rival = await store.add('rival', workspace(`rival-${namespace}`));
+    const opHome = join(base, 'operator-home');
+    mkdirSync(join(opHome, '.claude'), { recursive: true });
+    mkdirSync(join(opHome, '.ssh'), { recursive: true });
+    writeFileSync(join(opHome, '.claude', 'CLAUDE.md'), 'OPERATOR-USER-RULE');
+    writeFileSync(join(opHome, '.ssh', 'id_ed25519'), 'OPERATOR-SSH-KEY', { mode: 0o600 });
+    mkdirSync(join(engramHome, 'secrets'), { recursive: true });
+    writeFileSync(join(engramHome, 'secrets', 'team.key'), 'ENGRAM-SECRET', { mode: 0o600 });
+    mkdirSync(join(rival.tenant.home, 'memory'), { recursive: true });
+    writeFileSync(join(rival.tenant.home, 'memory', 'theirs.md'), 'RIVAL-MEMORY');
+    writeFileSync(join(rival.tenant.workspace, 'secret.txt'), 'RIVAL-SECRET');
+    mkdirSync(join(acme.tenant.home, 'memory'), { recursive: true });
+    writeFileSync(join(acme.tenant.home, 'memory', 'own.md'), 'ACME-MEMORY');
+    writeFileSync(join(acme.tenant.workspace, 'notes.txt'), 'ACME-NOTES');
+    process.env.ENGRAM_TEST_WORKER_SECRET = 'WORKER-ENV-SECRET';
+    closer.defer(async () => void delete process.env.ENGRAM_TEST_WORKER_SECRET);
+    const ws = acme.tenant.workspace;
+    const { url } = await replica({ ENGRAM_SANDBOX_MAX_PROCS: '64' });
+    const session = await call(url, '/v1/sessions', { key: acme.key, body: { cwd: ws } });
+    const steps = [
+      [
+        ['o1', `cat ${opHome}/.claude/CLAUDE.md`],
+        ['o2', `cat ${opHome}/.ssh/id_ed25519`],
+        [
+          'o3',
+          `cat ${engramHome}/secrets/team.key; echo LS:$(ls ${engramHome}) TENANTS:$(ls ${engramHome}/tenants)`,
+        ],
+        ['o4', `cat ${rival.tenant.home}/memory/theirs.md ${rival.tenant.workspace}/secret.txt`],
+        // (One regular expression, so this command in the tenant's own transcript matches nothing itself.)
+        [
+          'o5',
+          `grep -rhE '(OPERATOR|ENGRAM|RIVAL|ACME)-(USER|SSH|SECRET|MEMORY|NOTES)' ${base} 2>/dev/null; find ${base} -type f`,
+        ],
+        [
+          'o6',
+          'cat /proc/*/environ 2>/dev/null | tr "\\0" "\\n" | grep -c -e WORKER-ENV-SECRET -e REDIS_URL',
+        ],
+        ['own', `cat notes.txt ${acme.tenant.home}/memory/own.md; grep -rl ACME . | sort`],
+      ],
+      // (Its complaints cut short: a 40 KB result would be persisted, and this test reads the result inline.)
+      [['bomb', '(:(){ :|:& };:) 2>&1 | head -c 300; sleep 60']],
+      [['after', 'echo alive']],
+    ];
+    let step = 0;
+    main = () => {
+      const calls = steps[step++];
+      if (!calls) return textReply('Finished.');
+      return reply(...calls.map(([id, command]) => toolUse('Bash', { command, timeout: 5_000 }, id!)));
+    };
+    const turn = await call(url, `/v1/sessions/${session.body.id}/turns`, {
+      key: acme.key,
+      body: { prompt: 'look around' },
+    });
+    expect(turn.status).toBe(200);
+    const results = new Map<string, string>();
+    for (const r of model.messageRequests()) {
+      for (const m of r.body.messages as Array<{ content: unknown }>) {
+        if (!Array.isArray(m.content)) continue;
+        for (const b of m.content as Array<{ type: string; tool_use_id?: string; content?: unknown }>) {
+          if (b.type === 'tool_result' && b.tool_use_id)
+            results.set(b.tool_use_id, JSON.stringify(b.content));
+        }
+      }
+    }
+    for (const id of ['o1', 'o2', 'o3', 'o4', 'o5', 'o6']) {
+      expect(results.get(id), id).toBeDefined();
+      expect(results.get(id), id).not.toMatch(/OPERATOR-|ENGRAM-SECRET|RIVAL-|WORKER-ENV/);
+    }
+    // ENGRAM_HOME shows only the path down to the tenant's own area.
+    expect(results.get('o3')).toMatch(/LS:tenants TENANTS:acme"$/);
+    expect(results.get('o1')).toContain('No such file or directory');
+    expect(results.get('o2')).toContain('No such file or directory');
+    expect(results.get('o6')).toMatch(/^"0/);
+    // Positive controls: the tenant's own workspace and area, through the same commands.
+    expect(results.get('o5')).toContain('ACME-NOTES');
+    expect(results.get('o5')).toContain('ACME-MEMORY');
+    expect(results.get('own')).toContain('ACME-NOTES');
+    expect(results.get('own')).toContain('ACME-MEMORY');
+    expect(results.get('own')).toContain('notes.txt');
+    expect(results.get('bomb')).toContain('timed out after 5s');
+    expect(results.get('bomb')).toContain('ENGRAM_SANDBOX_MAX_PROCS');
+    expect(results.get('after')).toContain('alive');
+  }, 90_000);
 
   it('takes `engram tenants add|revoke` run while serving into account from the next request on', async () => {
     const store = new TenantStore(engramHome);
@@ -605,9 +693,10 @@ describe('engram serve: authentication and tenant isolation', () => {
             (b: { type?: string; tool_use_id?: string }) => b.type === 'tool_result' && b.tool_use_id === id,
           ),
       );
-    // Before the tenant exists its directory is just a host directory (read-only to Bash, like the rest).
+    // A host directory outside the tenant's world is invisible to its Bash, before the tenant exists too.
     expect((await turn()).status).toBe(200);
-    expect(resultOf('cat1')).toContain('LATE-SECRET');
+    expect(resultOf('cat1')).toContain('No such file or directory');
+    expect(resultOf('cat1')).not.toContain('LATE-SECRET');
     const added = engramSource(['tenants', 'add', 'late', '--workspace', lateWs], env());
     expect(added.status, added.stderr).toBe(0);
     // The running server hides the new tenant's workspace from acme's very next turn.

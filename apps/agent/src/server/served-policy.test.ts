@@ -35,7 +35,6 @@ async function servedTools(): Promise<Map<string, AnyTool>> {
     tenant: { workspace, home },
     allowedTools: new Set(['Grep', 'Glob']),
     canUseTool: async () => ({ behavior: 'allow' }),
-    hidden: [],
   });
   return new Map(wrapTools([grepTool as AnyTool, globTool as AnyTool]).map((t) => [t.name, t]));
 }
@@ -79,7 +78,6 @@ describe('served Write and Edit through the jailed writer', () => {
       tenant: { workspace, home },
       allowedTools: new Set(['Write', 'Edit']),
       canUseTool: async () => ({ behavior: 'allow' }),
-      hidden: [],
       memoryDir,
     });
     return new Map(wrapTools([writeTool as AnyTool, editTool as AnyTool]).map((t) => [t.name, t]));

@@ -46,11 +46,13 @@ export function effectiveTools(
 }
 
 /**
- * A served turn's tools with Bash in the OS sandbox: the host read-only, no network, a private /tmp, an empty
- * HOME, an allowlisted environment, and — when the turn may change files (Write or Edit allowed) — the
- * tenant's workspace writable, nothing else. Read/Grep/Glob get the tenant's read boundary, and Write/Edit
- * land through the jailed writer in the memory directory or the workspace. Where the sandbox cannot
- * start, Bash is denied at permission time with the reason (ENGRAM_SANDBOX=require refuses the turn).
+ * A served turn's tools with Bash in the OS sandbox, whose world is the tenant's: its workspace (writable
+ * when the turn may change files, i.e. Write or Edit allowed) and its own ENGRAM_HOME area, read-only; besides
+ * them only the system directories, no network, a private /tmp, an empty HOME, an allowlisted environment and
+ * the per-command limits. Nothing of the operator (its HOME, the rest of ENGRAM_HOME, other workspaces) is
+ * mounted at all. Read/Grep/Glob get the tenant's read boundary, and Write/Edit land through the jailed writer
+ * in the memory directory or the workspace. Where the sandbox cannot start, Bash is denied at permission time
+ * with the reason (ENGRAM_SANDBOX=require refuses the turn).
  */
 export async function sandboxServedBash(opts: {
   tenant: Pick<Tenant, 'workspace' | 'home'>;
@@ -61,28 +63,14 @@ export async function sandboxServedBash(opts: {
    * Write/Edit may land, through the jailed writer. Unset: the workspace only.
    */
   memoryDir?: string;
-  /**
-   * What Bash must not see at all: the shared ENGRAM_HOME (tenant records, key hashes, every tenant's memory
-   * and transcripts) and the other tenants' workspaces. The tenant's own home stays readable.
-   */
-  hidden: readonly string[];
 }): Promise<{ canUseTool: CanUseTool; wrapTools: (tools: readonly AnyTool[]) => AnyTool[] }> {
   const writes = opts.allowedTools.has('Write') || opts.allowedTools.has('Edit');
-  const base = await createToolSandbox({
-    root: opts.tenant.workspace,
-    bash: writes ? 'write-root' : 'read-only',
-  });
-  if (!base.status.available && base.status.mode === 'require')
-    throw new SandboxUnavailableError(base.status);
-  // Only existing directories can be covered (bubblewrap cannot create a mount point on the read-only root).
-  const existing = async (p: string) =>
-    fs.realpath(p).then(
-      (r) => r,
-      () => undefined,
-    );
-  const hidden = (await Promise.all(opts.hidden.map(existing))).filter((p): p is string => p !== undefined);
-  const ownHome = await existing(opts.tenant.home);
-  const sandbox = { ...base, hidden, ...(ownHome ? { readable: [ownHome] } : {}) };
+  const sandbox = await createToolSandbox(
+    { root: opts.tenant.workspace, bash: writes ? 'write-root' : 'read-only' },
+    { readable: [opts.tenant.workspace, opts.tenant.home] },
+  );
+  if (!sandbox.status.available && sandbox.status.mode === 'require')
+    throw new SandboxUnavailableError(sandbox.status);
   // Read, Grep, Glob and Write/Edit's read-before-write open only what lies in the tenant's workspace and
   // area, judged on the opened inode (the policy's path check above is the first filter; a link flipped
   // after it changes nothing here).
@@ -92,6 +80,11 @@ export async function sandboxServedBash(opts: {
   // workspace: a directory flipped into a link after the policy's check makes the write fail, never land
   // elsewhere. Both spellings of each root (as configured, and real), so either form of a path matches.
   const roots = [...(opts.memoryDir ? [opts.memoryDir] : []), ...(writes ? [opts.tenant.workspace] : [])];
+  const existing = async (p: string) =>
+    fs.realpath(p).then(
+      (r) => r,
+      () => undefined,
+    );
   const writeRoots = [
     ...new Set([
       ...roots,

@@ -197,17 +197,16 @@ export function mountTurnRoute(app: Hono<Env>, ctx: ServerContext, opts: TurnRun
       // The cost record is written alongside the lease release (neither needs the other), not before `done`.
       let costRecorded: Promise<unknown> = Promise.resolve();
       try {
-        const [session, workspaces] = await Promise.all([
-          AgentSession.open(deps(tenant), { cwd, sessionId: record.id, tenant: tenant.id }),
-          tenants.workspaces(),
-        ]);
+        const session = await AgentSession.open(deps(tenant), {
+          cwd,
+          sessionId: record.id,
+          tenant: tenant.id,
+        });
         emit({ event: 'turn.started', data: { sessionId: record.id, resumed: session.resumed } });
         const allowedTools = effectiveTools(tenant.allowedTools, body.allowedTools);
-        const others = workspaces.filter((t) => t.id !== tenant.id).map((t) => t.workspace);
         const served = await sandboxServedBash({
           tenant,
           allowedTools,
-          hidden: [config.engramHome, ...others],
           memoryDir: session.paths.memoryDir,
           canUseTool: servedTurnPolicy({ tenant, paths: session.paths, allowedTools }),
         });

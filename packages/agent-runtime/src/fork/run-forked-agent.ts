@@ -5,7 +5,7 @@ import type { ModelClient, Usage } from '../model/client.js';
 import type { StopReason, ToolResultBlock, ToolUseBlock } from '../model/types.js';
 import type { ReadBoundary } from '../sandbox/read-boundary.js';
 import type { SandboxProbeOptions, SandboxStatus } from '../sandbox/sandbox.js';
-import { prepareUnattended, type ToolSandbox } from '../sandbox/unattended.js';
+import { prepareUnattended, type ToolSandbox, worldReadable } from '../sandbox/unattended.js';
 import { hashContent, resolveToolPath } from '../tools/file-state.js';
 import { defaultTools } from '../tools/registry.js';
 import { type AnyTool, type CanUseTool, ReadFileState } from '../tools/tool.js';
@@ -162,6 +162,7 @@ export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkR
     tools: opts.tools ?? defaultTools(),
     canUseTool: opts.canUseTool,
     defaultRoot: opts.cwd,
+    readable: worldReadable(opts.readBoundary, opts.cwd),
     ...(opts.jail ? { jail: opts.jail } : {}),
     ...(opts.sandboxProbe ? { probe: opts.sandboxProbe } : {}),
   });

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
@@ -18,6 +18,7 @@ import { allowAll } from '../tools/tool.js';
 import { buildChain } from '../transcript/chain.js';
 import { createUserEntry } from '../transcript/entry.js';
 import { TranscriptStore } from '../transcript/store.js';
+import { rootsBoundary } from './read-boundary.js';
 
 // A fork end to end (scripted model, real SDK): its Bash runs in the OS sandbox whatever its policy lets
 // through, and where the sandbox is unavailable Bash is denied with the reason while the request keeps the
@@ -103,6 +104,57 @@ describe('a fork in the OS sandbox', () => {
     >;
     expect(String(results[0]!.content)).toMatch(/Read-only file system/);
     expect(String(results[0]!.content)).toMatch(/\/tmp\/home/);
+  });
+
+  it("a tenant's fork: its Bash cannot cat, grep -r or find another tenant's memory, transcripts or ENGRAM_HOME's secrets; its own it can", async () => {
+    const put = async (rel: string, content: string, mode = 0o644) => {
+      await mkdir(join(bed.dir, rel, '..'), { recursive: true });
+      await writeFile(join(bed.dir, rel), content, { mode });
+    };
+    await put('engram/secrets/team.key', 'ENGRAM-SECRET\n', 0o600);
+    await put('engram/tenants/a/home/projects/p/memory/own.md', 'A-MEMORY\n');
+    await put('engram/tenants/a/home/projects/p/s.jsonl', '{"A-TRANSCRIPT":1}\n');
+    await put('engram/tenants/b/home/projects/p/memory/theirs.md', 'B-MEMORY\n');
+    await put('engram/tenants/b/home/projects/p/s.jsonl', '{"B-TRANSCRIPT":1}\n');
+    await put('ws/a/notes.md', 'A-WORKSPACE\n');
+    await put('ws/b/plans.md', 'B-WORKSPACE\n');
+    const engram = join(bed.dir, 'engram');
+    const homeA = join(engram, 'tenants/a/home');
+    const memA = join(homeA, 'projects/p/memory');
+    const parent = await parentTurn();
+    const probes = {
+      cat: `cat ${engram}/tenants/b/home/projects/p/memory/theirs.md ${engram}/tenants/b/home/projects/p/s.jsonl ${engram}/secrets/team.key ${bed.dir}/ws/b/plans.md`,
+      grep: `grep -rhE '(ENGRAM|A|B)-(SECRET|MEMORY|TRANSCRIPT|WORKSPACE)' ${bed.dir} 2>/dev/null | sort`,
+      find: `find ${bed.dir} -type f | sort`,
+      environ:
+        'cat /proc/*/environ 2>/dev/null | tr "\\0" "\\n" | grep -c -e FORK-WORKER-SECRET -e REDIS_URL',
+    };
+    bed.server.script(
+      reply(...Object.entries(probes).map(([id, command]) => toolUse('Bash', { command }, `toolu_${id}`))),
+      textReply('Looked.'),
+    );
+    process.env.ENGRAM_TEST_FORK_SECRET = 'FORK-WORKER-SECRET';
+    try {
+      await forkOf(parent, memA, {
+        readBoundary: await rootsBoundary([homeA, join(bed.dir, 'ws/a')]),
+      });
+    } finally {
+      delete process.env.ENGRAM_TEST_FORK_SECRET;
+    }
+    const results = new Map(
+      (
+        bed.server.messageRequests().at(-1)!.body.messages.at(-1)!.content as Array<Record<string, unknown>>
+      ).map((b) => [String(b.tool_use_id).replace('toolu_', ''), String(b.content)]),
+    );
+    for (const [id, out] of results)
+      expect(out, id).not.toMatch(/ENGRAM-SECRET|B-MEMORY|B-TRANSCRIPT|B-WORKSPACE|FORK-WORKER/);
+    expect(results.get('cat')).toMatch(/No such file or directory/);
+    expect(results.get('find')).not.toMatch(/tenants\/b|secrets|ws\/b/);
+    expect(results.get('environ')).toBe('0\nExit code 1'); // grep -c found nothing
+    // Positive controls: the same commands reach the tenant's own memory, transcripts and workspace.
+    expect(results.get('grep')).toBe('A-MEMORY\nA-WORKSPACE\n{"A-TRANSCRIPT":1}');
+    expect(results.get('find')).toContain(join(memA, 'own.md'));
+    expect(results.get('find')).toContain(join(bed.dir, 'ws/a/notes.md'));
   });
 
   it('without a sandbox: Bash denied with the reason, the same tool list sent, writes still jailed', async () => {

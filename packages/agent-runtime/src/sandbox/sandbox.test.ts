@@ -1,4 +1,5 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { declaredWriteJail, withWriteJail } from '@engram/write-jail/write-jail';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -7,6 +8,7 @@ import { bashTool } from '../tools/bash.js';
 import { defaultTools } from '../tools/registry.js';
 import { allowAll, ReadFileState } from '../tools/tool.js';
 import { DEFAULT_PATH, SANDBOX_HOME, sandboxEnvironment, sanitizePath } from './environment.js';
+import { detectProcessLimit } from './process-limit.js';
 import {
   bwrapInvocation,
   describeSandbox,
@@ -68,6 +70,28 @@ describe('the sandbox probe', () => {
   });
 });
 
+describe('how the process limit holds', () => {
+  it('RLIMIT_NPROC for a non-root worker; for root a pids cgroup, or `none` with the reason, never a silent rlimit', async () => {
+    expect(await detectProcessLimit(1000)).toEqual({ kind: 'rlimit' });
+    let root = await detectProcessLimit(0);
+    if (root.kind === 'cgroup') {
+      expect(root.parent).toMatch(/^\/sys\/fs\/cgroup\/.*engram-sandbox$/);
+      // A command cgroup left by a process that died before releasing it is removed at the next detection.
+      const stale = join(root.parent, '99999999-0123456789ab');
+      mkdirSync(stale);
+      root = await detectProcessLimit(0);
+      expect(existsSync(stale)).toBe(false);
+    } else
+      expect(root).toMatchObject({
+        kind: 'none',
+        reason: expect.stringContaining('RLIMIT_NPROC does not hold'),
+      });
+    const status = await probeSandbox({ env: {} });
+    expect(status.processLimit).toEqual(await detectProcessLimit());
+    expect(describeSandbox(status)).toMatch(/process count (limited by|NOT limited)/);
+  });
+});
+
 describe('the sandbox environment', () => {
   it('passes only the locale, the time zone and an absolute PATH', () => {
     const env = sandboxEnvironment({
@@ -106,23 +130,62 @@ describe('the sandbox environment', () => {
 });
 
 describe('the bubblewrap invocation', () => {
-  it('shares nothing, drops capabilities, and binds back what the command needs over the private /tmp', () => {
-    const { args, seccomp } = bwrapInvocation('/usr/bin/bwrap', {
-      cwd: '/tmp/project',
-      writable: ['/tmp/mem'],
-    });
+  it('shares nothing, drops capabilities, mounts only the system and the world, then applies the limits', () => {
+    const limits = { maxProcesses: 32, memoryMb: 512, cpuSeconds: 10, fileMb: 8 };
+    const { file, args, seccomp } = bwrapInvocation(
+      '/usr/bin/bwrap',
+      { cwd: '/tmp/project/sub', readable: ['/tmp/project', '/tmp/mem'], writable: ['/tmp/mem'] },
+      { limits },
+    );
+    expect(file).toBe('/usr/bin/bwrap');
     expect(args).toEqual(
       expect.arrayContaining(['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL']),
     );
     expect(args).not.toContain('--share-net');
     const joined = args.join(' ');
-    expect(joined).toContain('--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --dir /tmp/home');
+    // No read-only root: an allow-list of system directories and /etc entries.
+    expect(joined).not.toContain('--ro-bind / /');
+    expect(joined).toMatch(/--(ro-bind \/usr \/usr|symlink \S+ \/usr)/);
+    expect(joined).toContain('--ro-bind /etc/ld.so.cache /etc/ld.so.cache');
+    expect(joined).not.toMatch(/\/etc\/(passwd|shadow|gitconfig|ssl)\b/);
     expect(joined).toContain(
-      '--ro-bind /tmp/project /tmp/project --ro-bind /tmp/mem /tmp/mem --bind /tmp/mem /tmp/mem',
+      `--dev /dev --proc /proc --size ${8 * 1024 * 1024} --tmpfs /tmp --dir /tmp/home`,
     );
-    expect(joined.endsWith('--chdir /tmp/project --seccomp 3 --')).toBe(true);
+    // A path listed both ways is writable; nothing else follows but the read-only root.
+    expect(joined).toContain(
+      '--dir /tmp/home --ro-bind /tmp/project /tmp/project --bind /tmp/mem /tmp/mem --remount-ro /',
+    );
+    expect(joined).toContain(
+      '--chdir /tmp/project/sub --seccomp 3 -- /bin/bash -c ulimit -u 32 -v 524288 -t 11 -f 8192 -c 0 && ulimit -S -t 10 ',
+    );
     expect(seccomp.length % 8).toBe(0);
     expect(buildSeccompFilter('x64').equals(seccomp)).toBe(process.arch === 'x64');
+    // Root workers: the command enters its pids cgroup first, then execs bwrap.
+    const inCgroup = bwrapInvocation(
+      '/usr/bin/bwrap',
+      { cwd: '/w', readable: ['/w'], writable: [] },
+      { limits, cgroupProcs: '/sys/fs/cgroup/pids/x/cgroup.procs' },
+    );
+    expect(inCgroup.file).toBe('/bin/sh');
+    expect(inCgroup.args.slice(0, 4)).toEqual([
+      '-c',
+      'echo $$ > "$0" || exit 125; exec "$@"',
+      '/sys/fs/cgroup/pids/x/cgroup.procs',
+      '/usr/bin/bwrap',
+    ]);
+  });
+
+  it('refuses a world that is not absolute directories, or a cwd outside it', () => {
+    const limits = { maxProcesses: 32, memoryMb: 512, cpuSeconds: 10, fileMb: 8 };
+    expect(() => bwrapInvocation('/b', { cwd: '/w', readable: ['/'], writable: [] }, { limits })).toThrow(
+      /not an absolute directory/,
+    );
+    expect(() => bwrapInvocation('/b', { cwd: '/w', readable: ['rel'], writable: [] }, { limits })).toThrow(
+      /not an absolute directory/,
+    );
+    expect(() =>
+      bwrapInvocation('/b', { cwd: '/elsewhere', readable: ['/w'], writable: [] }, { limits }),
+    ).toThrow(/outside its directories/);
   });
 });
 
@@ -200,4 +263,155 @@ describe('Bash in the sandbox', () => {
       (await run('grep -c . /proc/self/status >/dev/null; grep CapEff /proc/self/status')).content,
     ).toMatch(/CapEff:\s+0+$/);
   });
+});
+
+/**
+ * A shared host as the sandbox sees it: the operator's HOME (a CLAUDE.md, a 0600 ssh key), an ENGRAM_HOME with
+ * its secrets and two tenants' areas (memory, transcripts), and two tenants' workspaces (one a git repository).
+ */
+async function sharedHost() {
+  const base = await tempDir();
+  const put = (rel: string, content: string, mode = 0o644) => {
+    mkdirSync(join(base, rel, '..'), { recursive: true });
+    writeFileSync(join(base, rel), content, { mode });
+  };
+  put('operator/.claude/CLAUDE.md', 'OPERATOR-CLAUDE-MD\n');
+  put('operator/.ssh/id_ed25519', 'OPERATOR-SSH-KEY\n', 0o600);
+  put('engram/secrets/team.key', 'ENGRAM-SECRET\n', 0o600);
+  put('engram/tenants/acme/home/projects/p/memory/own.md', 'ACME-MEMORY\n');
+  put('engram/tenants/acme/home/projects/p/s1.jsonl', '{"ACME-TRANSCRIPT":1}\n');
+  put('engram/tenants/rival/home/projects/p/memory/theirs.md', 'RIVAL-MEMORY\n');
+  put('engram/tenants/rival/home/projects/p/s2.jsonl', '{"RIVAL-TRANSCRIPT":1}\n');
+  put('ws/acme/notes.md', 'ACME-WORKSPACE\n');
+  put('ws/rival/plans.md', 'RIVAL-WORKSPACE\n');
+  const acmeWs = join(base, 'ws/acme');
+  const git = (...args: string[]) =>
+    execFileSync('git', ['-C', acmeWs, '-c', 'user.email=a@b', '-c', 'user.name=a', ...args], {
+      stdio: 'ignore',
+    });
+  git('init', '-q');
+  git('add', '.');
+  git('commit', '-qm', 'first');
+  return {
+    base,
+    acmeWs,
+    acmeHome: join(base, 'engram/tenants/acme/home'),
+    acmeMem: join(base, 'engram/tenants/acme/home/projects/p/memory'),
+  };
+}
+
+describe("Bash sees only its world: the system, the job's directories, nothing of the operator or other tenants", () => {
+  it("cannot cat, grep -r or find the operator's files, ENGRAM_HOME's secrets or another tenant; its own succeed", async () => {
+    const host = await sharedHost();
+    process.env.ENGRAM_TEST_WORKER_SECRET = 'WORKER-ENV-SECRET';
+    cleanups.push(async () => void delete process.env.ENGRAM_TEST_WORKER_SECRET);
+    // A tenant's memory fork: writes (Write/Edit) below its memory dir; Bash reads its workspace and its area.
+    const sandbox = await createToolSandbox(
+      { root: host.acmeMem },
+      { readable: [host.acmeWs, host.acmeHome] },
+    );
+    const run = async (command: string, cwd = host.acmeWs) =>
+      (await bashTool.call({ command }, { cwd, readFileState: new ReadFileState(), toolUseId: 't', sandbox }))
+        .content;
+    const b = host.base;
+    for (const path of [
+      'operator/.claude/CLAUDE.md',
+      'operator/.ssh/id_ed25519',
+      'engram/secrets/team.key',
+      'engram/tenants/rival/home/projects/p/memory/theirs.md',
+      'engram/tenants/rival/home/projects/p/s2.jsonl',
+      'ws/rival/plans.md',
+    ]) {
+      expect(await run(`cat ${join(b, path)}`)).toMatch(/No such file or directory/);
+    }
+    const everything = await run(
+      `grep -rh -e OPERATOR -e ENGRAM-SECRET -e RIVAL -e ACME ${b} /tmp /etc /dev 2>/dev/null | sort -u; ` +
+        `find / -path /proc -prune -o -path /usr -prune -o -name '*.md' -print 2>/dev/null | sort`,
+    );
+    expect(everything).not.toMatch(/OPERATOR|ENGRAM-SECRET|RIVAL|theirs\.md|plans\.md|CLAUDE\.md/);
+    // Positive controls: the same commands on the tenant's own files.
+    expect(everything).toContain('ACME-MEMORY');
+    expect(everything).toContain('ACME-TRANSCRIPT');
+    expect(everything).toContain('ACME-WORKSPACE');
+    expect(everything).toContain(join(host.acmeMem, 'own.md'));
+    expect(await run(`cat ${join(host.acmeMem, 'own.md')}`)).toBe('ACME-MEMORY');
+    expect(await run('ls /')).not.toMatch(/\b(root|home|work|opt|var|srv|mnt)\b/);
+    expect(await run('ls -A /tmp/home | wc -l; echo $HOME')).toBe('0\n/tmp/home');
+    // The tools a command needs still work.
+    expect(
+      await run('git log --oneline | wc -l; rg -l ACME .; grep -l ACME notes.md; sed -n 1p notes.md'),
+    ).toBe('1\n./notes.md\nnotes.md\nACME-WORKSPACE');
+    expect(await run("find . -name '*.md'; ls; cat notes.md | awk '{print tolower($0)}'")).toBe(
+      './notes.md\nnotes.md\nacme-workspace',
+    );
+    expect(await run('bash -c "echo nested"')).toBe('nested');
+    // No process of the host is visible: only the sandbox's own PID namespace, whose environment is the allowlist.
+    const procs = await run(
+      'ls /proc | grep -c "^[0-9]"; cat /proc/*/environ 2>/dev/null | tr "\\0" "\\n" | grep -c WORKER-ENV-SECRET',
+    );
+    const [count, leaked] = String(procs).split('\n');
+    expect(Number(count)).toBeLessThan(10);
+    expect(leaked).toBe('0');
+    // Nothing is writable but what the world grants (the root itself is read-only; the memory dir is, to Bash).
+    expect(await run('touch /x /etc/x own.md 2>&1 | grep -c "Read-only file system"', host.acmeMem)).toBe(
+      '3',
+    );
+  }, 60_000);
+});
+
+describe('limits on sandboxed commands', () => {
+  const limits = { maxProcesses: 64, memoryMb: 256, cpuSeconds: 2, fileMb: 1 };
+  async function limited() {
+    const root = await tempDir();
+    const sandbox = await createToolSandbox({ root, bash: 'write-root' }, { readable: [root], limits });
+    return (command: string, timeout?: number) =>
+      bashTool.call(
+        { command, ...(timeout ? { timeout } : {}) },
+        { cwd: root, readFileState: new ReadFileState(), toolUseId: 't', sandbox },
+      );
+  }
+
+  it('a fork bomb ends at the command timeout, bounded by the process limit, and the next call runs at once', async () => {
+    const run = await limited();
+    // The classic line: the shell returns at once and its PID namespace (with every copy) ends with it.
+    const quick = await run(':(){ :|:& };:', 4_000);
+    expect(quick.content).not.toContain('timed out');
+    // One that keeps its shell waiting runs into the timeout, never past the process limit.
+    const bomb = await run(':(){ :|:& };:; sleep 60', 4_000);
+    expect(bomb.isError).toBe(true);
+    expect(bomb.content).toContain('Command timed out after 4s and was killed.');
+    expect(bomb.content).toContain("the sandbox's process limit (64 per command, ENGRAM_SANDBOX_MAX_PROCS)");
+    const started = Date.now();
+    expect((await run('echo ok')).content).toBe('ok');
+    expect(Date.now() - started).toBeLessThan(10_000);
+    // The count holds inside: at most the limit, whatever the command asks for.
+    // The count holds inside: forks beyond the limit fail, whatever the command asks for (perl-base is in every
+    // Debian; it reports how many of 200 children it could start, instead of dying at the first failure).
+    const many = await run(
+      `perl -e 'my $n = 0; for (1..200) { my $p = fork(); last unless defined $p; if (!$p) { sleep 3; exit 0 } $n++ } print "$n\\n"'`,
+      30_000,
+    );
+    const started2 = Number(String(many.content).trim());
+    expect(started2).toBeGreaterThan(10);
+    expect(started2).toBeLessThan(64);
+  }, 60_000);
+
+  it('CPU time, file size and memory: each stops the command and the result names the limit', async () => {
+    const run = await limited();
+    const cpu = await run('while :; do :; done', 30_000);
+    expect(cpu).toMatchObject({ isError: true });
+    expect(cpu.content).toContain(
+      "the sandbox's CPU time limit (2 s per process, ENGRAM_SANDBOX_CPU_SECONDS)",
+    );
+    const file = await run('head -c 2000000 /dev/zero > big; ls -l big');
+    expect(file.content).toContain("the sandbox's file size limit (1 MiB, ENGRAM_SANDBOX_FILE_MB)");
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+    const memory = await run('x=$(head -c 400000000 /dev/zero | tr "\\0" a); echo ${#x}');
+    expect(memory).toMatchObject({ isError: true });
+    expect(memory.content).toContain(
+      "the sandbox's memory limit (256 MiB per process, ENGRAM_SANDBOX_MEMORY_MB)",
+    );
+    // Positive control: within the limits the same commands succeed.
+    expect((await run('head -c 1000 /dev/zero > small && wc -c < small')).content).toBe('1000');
+  }, 60_000);
 });

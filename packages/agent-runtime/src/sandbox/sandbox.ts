@@ -1,13 +1,16 @@
 import { spawn } from 'node:child_process';
-import { existsSync, promises as fs } from 'node:fs';
+import { existsSync, promises as fs, lstatSync, readlinkSync } from 'node:fs';
 import { isAbsolute, relative, sep } from 'node:path';
+import { parseSandboxLimits, type SandboxLimits } from '@engram/config/sandbox-limits';
 import { SANDBOX_HOME, sandboxEnvironment } from './environment.js';
+import { commandCgroup, detectProcessLimit, type ProcessLimit } from './process-limit.js';
 import { buildSeccompFilter, seccompSupported } from './seccomp.js';
 
-// The OS sandbox for tool calls no person approves (memory forks; any unattended agent): bubblewrap with a
-// read-only view of the host, one writable directory at most, no network, a private /tmp, an empty HOME,
-// an allowlisted environment, no capabilities, a new PID namespace and a seccomp filter against Unix
-// sockets. Whether it can start is decided once per process by a probe that runs the real invocation;
+// The OS sandbox for tool calls no person approves (memory forks, served turns; any unattended agent):
+// bubblewrap showing the command only its world (the system directories, an allow-list of /etc, and the
+// directories its caller names: `SandboxWorld`), no network, a private /tmp, an empty HOME, an allowlisted
+// environment, no capabilities, a new PID namespace, a seccomp filter against Unix sockets and per-command
+// limits (processes, memory, CPU time, file size: ENGRAM_SANDBOX_*). Whether it can start is decided once per process by a probe that runs the real invocation;
 // where it cannot, callers fail closed (unattended agents get no Bash; see unattended.ts).
 
 export type SandboxMode = 'off' | 'auto' | 'require';
@@ -30,6 +33,8 @@ export interface SandboxStatus {
   version?: string;
   /** Why the sandbox is unavailable (set exactly when `available` is false). */
   reason?: string;
+  /** How the process-count limit holds (set when available): see process-limit.ts. */
+  processLimit?: ProcessLimit;
 }
 
 /** Raised where the sandbox is required (`ENGRAM_SANDBOX=require`) and cannot start. Not retryable: the host decides. */
@@ -103,14 +108,20 @@ export async function probeSandbox(opts: SandboxProbeOptions = {}): Promise<Sand
   );
   try {
     const version = await runCaptured(bwrapPath, ['--version'], {}, undefined, PROBE_TIMEOUT_MS);
-    const invocation = bwrapInvocation(bwrapPath, { cwd: scratch, writable: [scratch] });
+    const processLimit = await detectProcessLimit();
+    const cgroup = processLimit.kind === 'cgroup' ? await commandCgroup(processLimit.parent, 16) : undefined;
+    const invocation = bwrapInvocation(
+      bwrapPath,
+      { cwd: scratch, readable: [], writable: [scratch] },
+      { limits: parseSandboxLimits({}), ...(cgroup ? { cgroupProcs: cgroup.procs } : {}) },
+    );
     const probe = await runCaptured(
       invocation.file,
       [...invocation.args, '/bin/sh', '-c', `echo ok > ${scratch}/probe && cat ${scratch}/probe`],
       sandboxEnvironment(env),
       invocation.seccomp,
       PROBE_TIMEOUT_MS,
-    );
+    ).finally(() => void cgroup?.release()); // not awaited: its retries must not hold the process
     const versionText = version.stdout.trim() || undefined;
     if (probe.code !== 0 || probe.stdout.trim() !== 'ok') {
       const why = (probe.stderr.trim() || probe.error || `exit ${probe.code}`).split('\n')[0]!.slice(0, 300);
@@ -125,6 +136,7 @@ export async function probeSandbox(opts: SandboxProbeOptions = {}): Promise<Sand
       backend: 'bubblewrap',
       bwrapPath,
       ...(versionText ? { version: versionText } : {}),
+      processLimit,
     };
   } finally {
     await fs.rm(scratch, { recursive: true, force: true });
@@ -157,28 +169,50 @@ export function resetSandboxStatusCache(): void {
 /** One line for doctor, /readyz and logs: which mode runs. */
 export function describeSandbox(status: SandboxStatus): string {
   if (status.available) {
-    return `${status.version ?? 'bubblewrap'} (${SANDBOX_MODE_ENV}=${status.mode}): unattended Bash runs sandboxed (read-only host, no network, private /tmp)`;
+    const procs =
+      status.processLimit?.kind === 'none'
+        ? `process count NOT limited: ${status.processLimit.reason}`
+        : `process count limited by ${status.processLimit?.kind === 'cgroup' ? 'a pids cgroup' : 'RLIMIT_NPROC'}`;
+    return `${status.version ?? 'bubblewrap'} (${SANDBOX_MODE_ENV}=${status.mode}): unattended Bash runs sandboxed (only its own world visible, no network, private /tmp; ${procs})`;
   }
   return `unavailable (${SANDBOX_MODE_ENV}=${status.mode}): ${status.reason}; unattended agents run without Bash, writes stay jailed`;
 }
 
-export interface BwrapSpec {
-  /** Working directory inside the sandbox (visible read-only unless inside a writable path). */
+/**
+ * Everything a sandboxed command sees besides the system directories: its world, stated by the caller. Nothing
+ * else of the host is mounted (no `/root`, no `/home`, no ENGRAM_HOME beyond what is listed, no other
+ * workspace): the sandbox is an allow-list, built here once for forks and served Bash alike.
+ */
+export interface SandboxWorld {
+  /** Working directory inside the sandbox: must be inside `readable` or `writable`. */
   cwd: string;
-  /** Directories the command may write (real paths). Everything else is read-only or private. */
+  /** Directories bound read-only (real paths). */
+  readable: readonly string[];
+  /** Directories bound read-write (real paths). */
   writable: readonly string[];
-  /** Directories replaced by an empty tmpfs (other tenants' data on a shared host). */
-  hidden?: readonly string[];
-  /** Directories under a hidden one that stay visible, read-only (a tenant's own area). */
-  readable?: readonly string[];
+}
+
+/** How a process-count limit holds on this host (see `processLimitBackend`). */
+export type ProcessLimitBackend = 'rlimit' | 'cgroup' | 'none';
+
+export interface BwrapOptions {
+  /** Default: from ENGRAM_SANDBOX_* (`parseSandboxLimits`). */
+  limits?: SandboxLimits;
+  /**
+   * A pids cgroup's `cgroup.procs` to enter before bwrap starts (root workers, where RLIMIT_NPROC does not
+   * hold): the command line is then `/bin/sh -c 'echo $$ > procs; exec bwrap …'`.
+   */
+  cgroupProcs?: string;
 }
 
 export interface BwrapInvocation {
   file: string;
-  /** bwrap's arguments up to and including `--`; append the command and its arguments. */
+  /** Arguments up to and including the limits prefix; append the command and its arguments. */
   args: string[];
   /** The seccomp program, to be written to the child's fd 3 (`--seccomp 3`). */
   seccomp: Buffer;
+  /** Called once the command has ended (removes its cgroup). */
+  release?: () => Promise<void>;
 }
 
 function isUnder(path: string, dir: string): boolean {
@@ -186,38 +220,134 @@ function isUnder(path: string, dir: string): boolean {
   return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
 }
 
+/** System directories a command needs: bound read-only when a directory, recreated when a symlink (merged /usr). */
+const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib64', '/lib32', '/libx32'];
 /**
- * The bubblewrap command line. Order matters: later mounts cover earlier ones, so the private /tmp comes
- * after the read-only root, and the paths the command needs that live under /tmp are bound back over it.
+ * The part of /etc a shell and its tools need: the dynamic loader's cache and configuration, name-service
+ * switch, Debian's alternatives (`awk`, `pager` are links through it), the host name and the time zone. Not `passwd`/`group`
+ * (the operator's accounts), not `gitconfig` or `ssl` or `hosts`: nothing an operator configures for itself.
  */
-export function bwrapInvocation(bwrapPath: string, spec: BwrapSpec): BwrapInvocation {
+export const SANDBOX_ETC = [
+  'alternatives',
+  'ld.so.cache',
+  'ld.so.conf',
+  'ld.so.conf.d',
+  'nsswitch.conf',
+  'hostname',
+  'localtime',
+  'timezone',
+  'locale.alias',
+];
+
+let systemMounts: string[] | undefined;
+function systemMountArgs(): string[] {
+  if (systemMounts) return systemMounts;
+  const args: string[] = [];
+  for (const dir of SYSTEM_DIRS) {
+    let st: ReturnType<typeof lstatSync>;
+    try {
+      st = lstatSync(dir);
+    } catch {
+      continue;
+    }
+    if (st.isSymbolicLink()) args.push('--symlink', readlinkSync(dir), dir);
+    else if (st.isDirectory()) args.push('--ro-bind', dir, dir);
+  }
+  for (const name of SANDBOX_ETC) {
+    const path = `/etc/${name}`;
+    if (existsSync(path)) args.push('--ro-bind', path, path);
+  }
+  systemMounts = args;
+  return args;
+}
+
+/**
+ * `ulimit` (bash) for the limits: processes, address space (KiB), file size (KiB blocks), no core files, and
+ * CPU seconds with the hard limit one second above the soft one (SIGXCPU first, so the result can name it).
+ */
+function ulimitLine(limits: SandboxLimits): string {
+  return (
+    `ulimit -u ${limits.maxProcesses} -v ${limits.memoryMb * 1024} -t ${limits.cpuSeconds + 1} ` +
+    `-f ${limits.fileMb * 1024} -c 0 && ulimit -S -t ${limits.cpuSeconds} || exit 125; exec "$@"`
+  );
+}
+
+/**
+ * The bubblewrap command line for `world`. The root is an empty tmpfs; on it: the system directories
+ * read-only, the /etc allow-list, a minimal /dev, the /proc of the command's own PID namespace, a private
+ * /tmp (sized to the file limit) with an empty HOME, then the world's readable and writable directories
+ * (parents before children, so a writable directory inside a readable one stays writable). After `--`, bash
+ * applies the limits (`ulimit`, inside the new user namespace, so RLIMIT_NPROC counts this sandbox's
+ * processes only) and execs the command.
+ */
+export function bwrapInvocation(
+  bwrapPath: string,
+  world: SandboxWorld,
+  opts: BwrapOptions = {},
+): BwrapInvocation {
+  const limits = opts.limits ?? parseSandboxLimits();
   const args = [
     '--die-with-parent',
     '--new-session',
     '--unshare-all',
     '--cap-drop',
     'ALL',
-    '--ro-bind',
-    '/',
-    '/',
+    ...systemMountArgs(),
     '--dev',
     '/dev',
     '--proc',
     '/proc',
+    '--size',
+    String(limits.fileMb * 1024 * 1024),
     '--tmpfs',
     '/tmp',
     '--dir',
     SANDBOX_HOME,
   ];
-  const hidden = spec.hidden ?? [];
-  for (const p of hidden) args.push('--tmpfs', p);
-  const shadowed = (p: string) =>
-    isUnder(p, '/tmp') || isUnder(p, '/dev') || isUnder(p, '/proc') || hidden.some((h) => isUnder(p, h));
-  const visible = [spec.cwd, ...(spec.readable ?? []), ...spec.writable].filter(shadowed);
-  for (const p of [...new Set(visible)]) args.push('--ro-bind', p, p);
-  for (const p of spec.writable) args.push('--bind', p, p);
-  args.push('--chdir', spec.cwd, '--seccomp', '3', '--');
-  return { file: bwrapPath, args, seccomp: buildSeccompFilter() };
+  const mounts = [
+    ...world.readable.filter((p) => !world.writable.includes(p)).map((p) => ({ p, flag: '--ro-bind' })),
+    ...world.writable.map((p) => ({ p, flag: '--bind' })),
+  ];
+  for (const { p } of mounts) {
+    if (!isAbsolute(p) || p === '/' || p.includes('\0')) {
+      throw new Error(`sandbox world: ${JSON.stringify(p)} is not an absolute directory other than /`);
+    }
+  }
+  // Parents before children (a writable directory inside a readable one stays writable, and the reverse).
+  const depth = (p: string) => p.split(sep).length;
+  mounts.sort((a, b) => depth(a.p) - depth(b.p));
+  const seen = new Set<string>();
+  for (const { p, flag } of mounts) {
+    if (seen.has(p)) continue;
+    seen.add(p);
+    args.push(flag, p, p);
+  }
+  if (!mounts.some(({ p }) => isUnder(world.cwd, p))) {
+    throw new Error(`sandbox world: the working directory ${world.cwd} is outside its directories`);
+  }
+  // The root tmpfs bwrap builds on is writable (and in RAM): made read-only once everything is mounted.
+  args.push(
+    '--remount-ro',
+    '/',
+    '--chdir',
+    world.cwd,
+    '--seccomp',
+    '3',
+    '--',
+    '/bin/bash',
+    '-c',
+    ulimitLine(limits),
+    'engram-limits',
+  );
+  const seccomp = buildSeccompFilter();
+  if (opts.cgroupProcs) {
+    return {
+      file: '/bin/sh',
+      args: ['-c', 'echo $$ > "$0" || exit 125; exec "$@"', opts.cgroupProcs, bwrapPath, ...args],
+      seccomp,
+    };
+  }
+  return { file: bwrapPath, args, seccomp };
 }
 
 interface Captured {

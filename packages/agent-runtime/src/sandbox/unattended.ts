@@ -1,13 +1,21 @@
 import { promises as fs } from 'node:fs';
-import { resolve } from 'node:path';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
+import {
+  parseSandboxLimits,
+  SANDBOX_LIMIT_SETTINGS,
+  type SandboxLimits,
+} from '@engram/config/sandbox-limits';
 import { declaredWriteJail, type WriteJail } from '@engram/write-jail/write-jail';
 import type { AnyTool, CanUseTool, PermissionDecision, ToolContext } from '../tools/tool.js';
+import { commandCgroup } from './process-limit.js';
+import type { ReadBoundary } from './read-boundary.js';
 import {
   type BwrapInvocation,
   bwrapInvocation,
   type SandboxProbeOptions,
   type SandboxStatus,
   SandboxUnavailableError,
+  type SandboxWorld,
   sandboxStatus,
 } from './sandbox.js';
 
@@ -25,20 +33,50 @@ export interface ToolSandbox {
   writableRoot: string;
   /** Whether Bash may write `writableRoot` (default: no). */
   bashWritesRoot: boolean;
-  /** Directories Bash must not see at all (empty tmpfs), and the ones under them it may read. */
-  hidden?: readonly string[];
-  readable?: readonly string[];
+  /**
+   * The rest of Bash's world: directories it may read (real paths; `writableRoot` is always visible). Nothing
+   * else of the host is mounted besides the system directories (sandbox.ts `bwrapInvocation`).
+   */
+  readable: readonly string[];
+  /** Per-command limits (ENGRAM_SANDBOX_*). */
+  limits: SandboxLimits;
   status: SandboxStatus;
+}
+
+/** The real paths of the directories in `dirs` that exist (a missing one has nothing to show). */
+export async function existingDirs(dirs: readonly string[]): Promise<string[]> {
+  const real = await Promise.all(
+    dirs.map(async (d) => {
+      try {
+        const r = await fs.realpath(resolve(d));
+        return (await fs.stat(r)).isDirectory() ? r : undefined;
+      } catch {
+        return undefined;
+      }
+    }),
+  );
+  return [...new Set(real.filter((r): r is string => r !== undefined))];
 }
 
 export async function createToolSandbox(
   jail: WriteJail,
-  probe: SandboxProbeOptions & { status?: SandboxStatus } = {},
+  opts: SandboxProbeOptions & {
+    status?: SandboxStatus;
+    /** What Bash may read beyond the jail root (its world; default: nothing). */
+    readable?: readonly string[];
+    limits?: SandboxLimits;
+  } = {},
 ): Promise<ToolSandbox> {
   const root = resolve(jail.root);
   await fs.mkdir(root, { recursive: true, mode: 0o700 });
-  const status = probe.status ?? (await sandboxStatus(probe));
-  return { writableRoot: await fs.realpath(root), bashWritesRoot: jail.bash === 'write-root', status };
+  const status = opts.status ?? (await sandboxStatus(opts));
+  return {
+    writableRoot: await fs.realpath(root),
+    bashWritesRoot: jail.bash === 'write-root',
+    readable: await existingDirs(opts.readable ?? []),
+    limits: opts.limits ?? parseSandboxLimits(opts.env ?? process.env),
+    status,
+  };
 }
 
 export const SANDBOX_UNAVAILABLE_REASON = 'sandbox_unavailable';
@@ -58,15 +96,57 @@ export async function sandboxedShell(
   } catch (error) {
     return { ok: false, reason: `the working directory cannot be resolved: ${(error as Error).message}` };
   }
-  return {
-    ok: true,
-    invocation: bwrapInvocation(status.bwrapPath, {
-      cwd: realCwd,
-      writable: sandbox.bashWritesRoot ? [sandbox.writableRoot] : [],
-      ...(sandbox.hidden ? { hidden: sandbox.hidden } : {}),
-      ...(sandbox.readable ? { readable: sandbox.readable } : {}),
-    }),
+  const world: SandboxWorld = {
+    cwd: realCwd,
+    readable: sandbox.bashWritesRoot ? sandbox.readable : [...sandbox.readable, sandbox.writableRoot],
+    writable: sandbox.bashWritesRoot ? [sandbox.writableRoot] : [],
   };
+  if (![...world.readable, ...world.writable].some((d) => isWithinOrEqual(realCwd, d))) {
+    return { ok: false, reason: `the working directory ${realCwd} is outside this agent's sandbox` };
+  }
+  const limit = status.processLimit;
+  let cgroup: Awaited<ReturnType<typeof commandCgroup>> | undefined;
+  if (limit?.kind === 'cgroup') {
+    try {
+      cgroup = await commandCgroup(limit.parent, sandbox.limits.maxProcesses);
+    } catch (error) {
+      return {
+        ok: false,
+        reason: `the command's pids cgroup cannot be created: ${(error as Error).message}`,
+      };
+    }
+  }
+  const invocation = bwrapInvocation(status.bwrapPath, world, {
+    limits: sandbox.limits,
+    ...(cgroup ? { cgroupProcs: cgroup.procs } : {}),
+  });
+  return { ok: true, invocation: cgroup ? { ...invocation, release: cgroup.release } : invocation };
+}
+
+function isWithinOrEqual(child: string, parent: string): boolean {
+  const rel = relative(parent, child);
+  return rel === '' || (!isAbsolute(rel) && rel !== '..' && !rel.startsWith(`..${sep}`));
+}
+
+/**
+ * The limit a command ran into, for the tool result: from its exit status (128 + SIGXCPU / SIGXFSZ) or, for
+ * processes and memory (which make calls fail rather than kill), from what the shell printed.
+ */
+export function limitHit(sandbox: ToolSandbox, exitCode: number | null, output = ''): string | undefined {
+  const { limits } = sandbox;
+  if (exitCode === 152 || /CPU time limit exceeded/.test(output)) {
+    return `the sandbox's CPU time limit (${limits.cpuSeconds} s per process, ${SANDBOX_LIMIT_SETTINGS.cpuSeconds})`;
+  }
+  if (exitCode === 153 || /File size limit exceeded/.test(output)) {
+    return `the sandbox's file size limit (${limits.fileMb} MiB, ${SANDBOX_LIMIT_SETTINGS.fileMb})`;
+  }
+  if (/fork: (retry: )?Resource temporarily unavailable/.test(output)) {
+    return `the sandbox's process limit (${limits.maxProcesses} per command, ${SANDBOX_LIMIT_SETTINGS.maxProcesses})`;
+  }
+  if (/Cannot allocate memory|cannot allocate \d+ bytes|memory exhausted/.test(output)) {
+    return `the sandbox's memory limit (${limits.memoryMb} MiB per process, ${SANDBOX_LIMIT_SETTINGS.memoryMb})`;
+  }
+  return undefined;
 }
 
 function bashUnavailable(status: SandboxStatus): PermissionDecision {
@@ -110,6 +190,11 @@ export interface UnattendedOptions {
   defaultRoot: string;
   /** An explicit jail, over the policy's. */
   jail?: WriteJail;
+  /**
+   * What Bash may read besides the jail root: the job's world (a tenant's job: its workspace and ENGRAM_HOME
+   * area). Default: `defaultRoot` (the fork's working directory).
+   */
+  readable?: readonly string[];
   /** Probe options, or a fixed status (tests). */
   probe?: SandboxProbeOptions & { status?: SandboxStatus };
 }
@@ -122,7 +207,10 @@ export async function prepareUnattended(
   opts: UnattendedOptions,
 ): Promise<{ tools: AnyTool[]; canUseTool: CanUseTool; sandbox: ToolSandbox }> {
   const jail = opts.jail ?? declaredWriteJail(opts.canUseTool) ?? { root: opts.defaultRoot };
-  const sandbox = await createToolSandbox(jail, opts.probe);
+  const sandbox = await createToolSandbox(jail, {
+    ...opts.probe,
+    readable: opts.readable ?? [opts.defaultRoot],
+  });
   if (!sandbox.status.available && sandbox.status.mode === 'require') {
     throw new SandboxUnavailableError(sandbox.status);
   }
@@ -138,8 +226,17 @@ export async function prepareUnattended(
  * options with prepared tools and policy (so a caller that hands a jailed policy to `runQueryLoop` directly
  * gets the sandbox too); otherwise the options unchanged.
  */
+/**
+ * What a job's Bash may read, from the job's read boundary (one boundary per job): a tenant's job, its roots
+ * (workspace and ENGRAM_HOME area); a local job (the CLI's), its working directory. The jail root (the memory
+ * directory) is added by `sandboxedShell`.
+ */
+export function worldReadable(boundary: ReadBoundary | undefined, cwd: string): readonly string[] {
+  return boundary?.kind === 'roots' ? boundary.roots : [cwd];
+}
+
 export async function sandboxForJailedPolicy<
-  O extends { tools: readonly AnyTool[]; canUseTool: CanUseTool; cwd: string },
+  O extends { tools: readonly AnyTool[]; canUseTool: CanUseTool; cwd: string; readBoundary?: ReadBoundary },
 >(opts: O): Promise<O> {
   const jail = declaredWriteJail(opts.canUseTool);
   if (!jail || opts.tools.every((t) => (t as unknown as Record<symbol, unknown>)[PREPARED] === true)) {
@@ -150,6 +247,7 @@ export async function sandboxForJailedPolicy<
     canUseTool: opts.canUseTool,
     defaultRoot: opts.cwd,
     jail,
+    readable: worldReadable(opts.readBoundary, opts.cwd),
   });
   return { ...opts, tools: prepared.tools, canUseTool: prepared.canUseTool };
 }

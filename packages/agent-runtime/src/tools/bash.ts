@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import { sandboxEnvironment } from '../sandbox/environment.js';
-import { sandboxedShell } from '../sandbox/unattended.js';
+import { limitHit, sandboxedShell } from '../sandbox/unattended.js';
 import { isReadOnlyBashCommand } from './bash-readonly.js';
 import { defineTool, type ToolContext, ToolError } from './tool.js';
 
@@ -182,7 +182,9 @@ export function runBash(
  */
 export async function executeBash(input: BashInput, ctx: ToolContext): Promise<BashRunResult> {
   const timeoutMs = input.timeout ?? DEFAULT_BASH_TIMEOUT_MS;
-  let wrap: { file: string; args: readonly string[]; seccomp?: Buffer } | undefined;
+  let wrap:
+    | { file: string; args: readonly string[]; seccomp?: Buffer; release?: () => Promise<void> }
+    | undefined;
   let env = scrubEnvironment(ctx.env ?? process.env);
   if (ctx.sandbox) {
     // Unattended: the sandbox, or nothing (the permission gate should already have said so).
@@ -201,6 +203,8 @@ export async function executeBash(input: BashInput, ctx: ToolContext): Promise<B
     });
   } catch (e) {
     throw new ToolError('SPAWN_FAILED', `Could not start bash: ${(e as Error).message}`);
+  } finally {
+    void wrap?.release?.();
   }
 }
 
@@ -220,9 +224,11 @@ export const bashTool = defineTool<BashInput>({
     const timeoutMs = input.timeout ?? DEFAULT_BASH_TIMEOUT_MS;
     const result = await executeBash(input, ctx);
     const output = result.output.replace(/\s+$/, '');
+    const limit = ctx.sandbox ? limitHit(ctx.sandbox, result.exitCode, output) : undefined;
+    const stoppedBy = limit ? ` (stopped by ${limit})` : '';
     if (result.timedOut) {
       return {
-        content: `${output}${output ? '\n' : ''}Command timed out after ${timeoutMs / 1000}s and was killed.`,
+        content: `${output}${output ? '\n' : ''}Command timed out after ${timeoutMs / 1000}s and was killed.${stoppedBy}`,
         isError: true,
       };
     }
@@ -230,9 +236,11 @@ export const bashTool = defineTool<BashInput>({
       return { content: `${output}${output ? '\n' : ''}Command was aborted.`, isError: true };
     }
     if (result.exitCode !== 0) {
-      const status = result.exitCode === null ? `killed by ${result.signal}` : `Exit code ${result.exitCode}`;
+      const status =
+        (result.exitCode === null ? `killed by ${result.signal}` : `Exit code ${result.exitCode}`) +
+        stoppedBy;
       return { content: `${output}${output ? '\n' : ''}${status}`, isError: true };
     }
-    return { content: output };
+    return { content: limit ? `${output}\n(A command was stopped by ${limit}.)` : output };
   },
 });
