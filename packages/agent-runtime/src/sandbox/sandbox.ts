@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, promises as fs, lstatSync, readlinkSync } from 'node:fs';
 import { isAbsolute, relative, sep } from 'node:path';
 import { parseSandboxLimits, type SandboxLimits } from '@engram/config/sandbox-limits';
+import { EngramError } from '@engram/errors/engram-error';
 import { SANDBOX_HOME, sandboxEnvironment } from './environment.js';
 import { commandCgroup, detectProcessLimit, type ProcessLimit } from './process-limit.js';
 import { buildSeccompFilter, seccompSupported } from './seccomp.js';
@@ -38,15 +39,14 @@ export interface SandboxStatus {
 }
 
 /** Raised where the sandbox is required (`ENGRAM_SANDBOX=require`) and cannot start. Not retryable: the host decides. */
-export class SandboxUnavailableError extends Error {
-  override name = 'SandboxUnavailableError';
-  readonly code = 'SANDBOX_UNAVAILABLE';
-  readonly retryable = false;
+export class SandboxUnavailableError extends EngramError {
   constructor(readonly status: SandboxStatus) {
     super(
+      'SANDBOX_UNAVAILABLE',
       `The OS sandbox is required (${SANDBOX_MODE_ENV}=require) but cannot start on this host: ${status.reason}. ` +
         'Install bubblewrap (Debian: apt-get install bubblewrap) and allow user namespaces, or set ' +
         `${SANDBOX_MODE_ENV}=auto to run unattended agents without Bash.`,
+      { retryable: false },
     );
   }
 }
