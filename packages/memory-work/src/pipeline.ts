@@ -86,8 +86,12 @@ export interface ForkPlan {
   toolResultsDir?: string;
   extraReadFiles?: readonly string[];
   fileModes?: { file: number; dir: number };
-  /** What the fork's Read and Write/Edit may open (a tenant's job: its workspace and ENGRAM_HOME area). */
-  readBoundary?: ReadBoundary;
+  /**
+   * What the fork's tools may open (a tenant's job: its workspace and ENGRAM_HOME area; a CLI job: the `local`
+   * boundary). Required, and applied on both fork paths (session and minimal context), so no job kind can run a
+   * fork that reads beyond its world by leaving it out.
+   */
+  readBoundary: ReadBoundary;
   /** Called with every message the fork produces (after the transaction has recorded its intents). */
   onMessage?: (entry: ChainEntry) => Promise<void>;
 }
@@ -388,7 +392,7 @@ export async function runFork(
         ...(plan.toolResultsDir ? { toolResultsDir: plan.toolResultsDir } : {}),
         ...(plan.extraReadFiles ? { extraReadFiles: plan.extraReadFiles } : {}),
         ...(plan.fileModes ? { fileModes: plan.fileModes } : {}),
-        ...(plan.readBoundary ? { readBoundary: plan.readBoundary } : {}),
+        readBoundary: plan.readBoundary,
         onMessage,
       });
       return { forkedFrom: 'session', ...fork };
@@ -418,6 +422,7 @@ export async function runFork(
     cwd: plan.cwd,
     sessionId: source.sessionId,
     ...(plan.fileModes ? { fileModes: plan.fileModes } : {}),
+    readBoundary: plan.readBoundary,
     onMessage,
   });
   return {
