@@ -48,6 +48,8 @@ import { type TurnStreamEvent, turnEventsOf } from './turn-events.js';
 // use, and the scope of every job its turns enqueue. Any replica serves any session: a turn first takes the
 // session's lease in the queue engine, so there is one writer per transcript across all replicas.
 
+/** How long a turn waits for a lost state-store connection to come back before answering 503. */
+const STATE_STORE_RECONNECT_WAIT_MS = 3_000;
 export type ExtraRouteMethod = 'GET' | 'PUT' | 'POST' | 'DELETE' | 'PATCH';
 
 /**
@@ -464,7 +466,9 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     }
     const cwd = await tenantCwd(tenant, record.cwd);
     const controller = new AbortController();
-    await stateStore().ready();
+    // A queue engine restarted under this replica (`engram dev` again, a Redis failover) is back within the
+    // producer connection's reconnect backoff (≤2 s): the turn waits that out instead of answering 503.
+    await stateStore().ready({ waitMs: STATE_STORE_RECONNECT_WAIT_MS });
     const slot = await acquireTurnSlot(stateStore(), tenant.id, maxTurnsPerTenant, leaseTtlMs);
     if (!slot) {
       throw new HttpError(
