@@ -111,7 +111,10 @@ describe('state keys after a session ends', () => {
     expect(withTtl.length, JSON.stringify({ keys })).toBeGreaterThan(0);
     expect(unbounded, JSON.stringify({ withTtl, bounded })).toEqual([]);
     // The consolidation left its per-project record (bounded: one per project).
-    expect(bounded.filter((k) => k.startsWith('engram:consolidation:')), bounded.join(' ')).toHaveLength(1);
+    expect(
+      bounded.filter((k) => k.startsWith('engram:consolidation:')),
+      bounded.join(' '),
+    ).toHaveLength(1);
     // The per-session state of this session is among the keys that expire.
     expect(
       withTtl.some((k) => k.includes(session) && k.includes('extract-cursor')),
