@@ -46,8 +46,16 @@ function start(
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   closer.defer(async () => {
     if (child.exitCode === null && child.signalCode === null) {
-      process.kill(-child.pid!, 'SIGKILL');
-      await exited;
+      // SIGINT first: `engram dev` then stops its redis-server (a SIGKILL would leave it running, orphaned).
+      process.kill(-child.pid!, 'SIGINT');
+      const gone = await Promise.race([
+        exited.then(() => true),
+        new Promise((r) => setTimeout(r, 15_000, false)),
+      ]);
+      if (!gone) {
+        process.kill(-child.pid!, 'SIGKILL');
+        await exited;
+      }
     }
   });
   return { child, out: () => out, err: () => err, exited };
