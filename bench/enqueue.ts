@@ -5,6 +5,9 @@
 //            state store (`setIfNewer`), `queue.add` with per-session deduplication, under the enqueue timeout;
 //   turn   — `MemoryQueue.afterTurn(ref, turnEntries, leaf)` with a 50-entry turn: `hasMemoryWritesSince`
 //            over the chain, then the typed enqueue (the agent's code, config from `loadAgentConfig`);
+//   turn, record awaited (old) — the path before the session record moved off the turn: the session's record
+//            written (mkdir + fsync + rename) and awaited, then `afterTurn` (told the record exists, so it does
+//            not write it a second time in the background): every fresh session's first turn paid this;
 //   typed/turn (dedup) — the same calls for one session over and over (the job is still waiting, so BullMQ
 //            deduplicates it; leafSeq grows as in a real session);
 //   ping   — one PING on the state store's connection: the cost of a single round trip, for context.
@@ -24,6 +27,7 @@ import {
   type EntryStamp,
 } from '@engram/agent-runtime/transcript/entry';
 import { hasMemoryWritesSince, isMemoryPathSync } from '@engram/memory-core/extraction/memory-writes';
+import { writeSessionRecord } from '@engram/memory-core/extraction/session-record';
 import { engramPathsFor } from '@engram/memory-core/paths/memory-paths';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import { payloadBytes } from '@engram/queue/jobs/common';
@@ -128,6 +132,14 @@ async function main(): Promise<void> {
     raw: (i) => rawQueue.add('extract', payloadFor(`raw${n}x${i}`, 50 + i)),
     typed: (i) => producer.enqueue('extract', payloadFor(`typed${n}x${i}`, 50 + i)),
     turn: async (i) => expectQueued(await memory.afterTurn(ref(`turn${n}x${i}`), chain, leaf(50 + i))),
+    'turn, record awaited (old)': async (i) => {
+      const r = ref(`old${n}x${i}`);
+      const dir = paths.sessionDir(r.sessionId);
+      await writeSessionRecord(dir, { version: 1, sessionId: r.sessionId, projectDir, transcriptDir });
+      // The record is on disk: mark it written so afterTurn does exactly what the old path did after it.
+      (memory as unknown as { recorded: Map<string, Promise<void>> }).recorded.set(dir, Promise.resolve());
+      expectQueued(await memory.afterTurn(r, chain, leaf(50 + i)));
+    },
     'typed (dedup)': (i) => producer.enqueue('extract', payloadFor('dedup-typed', 50 + i)),
     'turn (dedup)': async (i) => expectQueued(await memory.afterTurn(ref('dedup-turn'), chain, leaf(50 + i))),
     ping: () => memory.engine.state.ping(),
@@ -146,7 +158,7 @@ async function main(): Promise<void> {
   }
   // Sanity: every distinct-session call added a job; the dedup series added one each.
   const waiting = await producer.queue('extract').getWaitingCount();
-  const expected = 2 * (WARMUP + SAMPLES) + 2;
+  const expected = 3 * (WARMUP + SAMPLES) + 2;
   if (waiting !== expected) throw new Error(`bench: ${waiting} extract jobs waiting, expected ${expected}`);
   if (memory.failures) throw new Error(`bench: ${memory.failures} enqueue failures`);
 
@@ -212,9 +224,9 @@ async function main(): Promise<void> {
     const s = summary(samples.get(name)!);
     const ratios =
       name === 'raw' ? '' : ` → ${(s.p50 / raw.p50).toFixed(2)}× / ${(s.p99 / raw.p99).toFixed(2)}× of raw`;
-    console.log(`${name.padEnd(14)} p50 ${s.p50.toFixed(3)} ms, p99 ${s.p99.toFixed(3)} ms${ratios}`);
+    console.log(`${name.padEnd(27)} p50 ${s.p50.toFixed(3)} ms, p99 ${s.p99.toFixed(3)} ms${ratios}`);
   }
-  for (const name of ['typed', 'turn']) {
+  for (const name of ['typed', 'turn', 'turn, record awaited (old)']) {
     const ratio = summary(samples.get(name)!).p99 / raw.p99;
     console.log(
       `${name} p99 ratio ${ratio.toFixed(2)}× (target ≤${TARGET_P99}×) ${ratio <= TARGET_P99 ? 'PASS' : 'MISS'}`,

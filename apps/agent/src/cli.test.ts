@@ -1,6 +1,7 @@
 import { existsSync, promises as fs, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { readOutbox } from '@engram/memory-core/extraction/session-record';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
@@ -131,21 +132,35 @@ describe('engram run', () => {
     expect(textOf(first.body.messages[0]?.content)).toContain('- [Use pnpm](feedback_pnpm.md)');
   });
 
-  it('prints the answer but exits 3 and says memory was not queued when Redis is down', async () => {
-    const result = await engram(['run', '-p', 'hello there', '--cwd', project()], {
+  it('prints the answer, exits 0 and says the work waits in the outbox when Redis is down (nothing lost)', async () => {
+    const cwd = project();
+    const result = await engram(['run', '-p', 'hello there', '--cwd', cwd], {
       env: env({ REDIS_URL: 'redis://127.0.0.1:1' }),
     });
-    expect(result.code).toBe(3);
+    expect(result.code, result.stderr).toBe(0);
     expect(result.stdout.trim()).toBe('Noted.');
-    expect(result.stderr).toContain('memory work was not queued');
-    const json = await engram(['run', '-p', 'hello there', '--cwd', project(), '--output-format', 'json'], {
+    expect(result.stderr).toContain("memory work not queued yet, kept in the session's outbox");
+    const json = await engram(['run', '-p', 'hello there', '--cwd', cwd, '--output-format', 'json'], {
       env: env({ REDIS_URL: 'redis://127.0.0.1:1' }),
     });
-    expect(json.code).toBe(3);
+    expect(json.code, json.stderr).toBe(0);
+    expect(json.stderr).toContain("kept in the session's outbox");
     const out = JSON.parse(json.stdout);
     expect(out.answer).toBe('Noted.');
     expect(out.memory.status).toBe('not-queued');
+    expect(out.memory.kept).toBe(true);
     expect(out.memory.reason).toMatch(/127\.0\.0\.1:1|ECONNREFUSED|unavailable|timed out/i);
+    // Durable: the extraction is in the session's outbox on disk (paths asked with the queue still down: a CLI
+    // that reaches a queue hands waiting outboxes over).
+    const paths = JSON.parse(
+      (
+        await engram(['memory', 'path', '--json', '--cwd', cwd], {
+          env: env({ REDIS_URL: 'redis://127.0.0.1:1' }),
+        })
+      ).stdout,
+    );
+    const sessionDir = join(paths.transcriptDir, out.sessionId);
+    expect((await readOutbox(sessionDir)).map((i) => i.kind)).toContain('extract');
   });
 
   it('exits 3 with status "failed" (never "pending") when the extraction job fails for good', async () => {

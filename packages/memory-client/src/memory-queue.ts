@@ -79,7 +79,8 @@ export class MemoryQueue {
   /** Enqueue failures this process saw (reported by `engram doctor` and in JSON output). */
   failures = 0;
   /** Session directories whose memory record this process has written. */
-  private readonly recorded = new Set<string>();
+  /** Session directories whose record this process wrote (or is writing): the write, once per session. */
+  private readonly recorded = new Map<string, Promise<void>>();
   /** Session directories whose outbox may hold work (this process kept some, or found some on disk). */
   private readonly pending = new Set<string>();
   private retryTimer: NodeJS.Timeout | undefined;
@@ -145,6 +146,8 @@ export class MemoryQueue {
       const retryable = (error as { retryable?: boolean }).retryable !== false;
       if (!dir || !DURABLE_KINDS.has(kind) || !retryable) return { status: 'not-queued', reason };
       try {
+        // Kept work is found through the session's record: it is on disk before the outbox is.
+        await this.recorded.get(dir);
         await addToOutbox(dir, { kind: kind as OutboxItem['kind'], payload, atMs: Date.now() });
       } catch {
         return { status: 'not-queued', reason };
@@ -211,22 +214,30 @@ export class MemoryQueue {
 
   /**
    * Writes the session's memory record once per process (the reconciliation sweep finds the session by it) and
-   * picks up an outbox a previous process of this session left.
+   * picks up an outbox a previous process of this session left. Off the turn's path: `afterTurn` starts it and
+   * does not wait (the sweep looks only at sessions idle for `ENGRAM_RECONCILE_QUIET_MS`, long after it lands;
+   * a queued job needs no record). What does need it waits for it: an outbox write (kept work is found through
+   * the record) and `close()`, so a short-lived process never exits before its record is on disk. A failed
+   * write is tried again at the session's next turn.
    */
-  private async recordSession(ref: SessionRef): Promise<void> {
+  private recordSession(ref: SessionRef): Promise<void> {
     const dir = ref.paths.sessionDir(ref.sessionId);
-    if (this.recorded.has(dir)) return;
-    this.recorded.add(dir);
+    const running = this.recorded.get(dir);
+    if (running) return running;
     const { projectDir, transcriptDir } = this.projectRef(ref);
-    await writeSessionRecord(dir, { version: 1, sessionId: ref.sessionId, projectDir, transcriptDir }).catch(
-      () => {
+    const write = (async () => {
+      try {
+        await writeSessionRecord(dir, { version: 1, sessionId: ref.sessionId, projectDir, transcriptDir });
+      } catch {
         this.recorded.delete(dir);
-      },
-    );
-    if ((await readOutbox(dir).catch(() => [])).length > 0) {
-      this.pending.add(dir);
-      this.scheduleRetry();
-    }
+      }
+      if ((await readOutbox(dir).catch(() => [])).length > 0) {
+        this.pending.add(dir);
+        this.scheduleRetry();
+      }
+    })();
+    this.recorded.set(dir, write);
+    return write;
   }
 
   /** One non-blocking look at a job: finished or not, and its result or failure reason. */
@@ -252,7 +263,8 @@ export class MemoryQueue {
     turnEntries: readonly ChainEntry[],
     leaf: { leafUuid: string; leafSeq: number },
   ): Promise<MemoryWorkStatus> {
-    await this.recordSession(ref);
+    // Not awaited: the record is off the turn's path (recordSession says what waits for it).
+    void this.recordSession(ref);
     const isMemoryPath = (p: string) => isMemoryPathSync(p, ref.paths.memoryDir);
     if (hasMemoryWritesSince(turnEntries, undefined, isMemoryPath)) {
       try {
@@ -301,6 +313,8 @@ export class MemoryQueue {
   async close(): Promise<void> {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
+    // Session records still being written land before the process goes.
+    await Promise.allSettled(this.recorded.values());
     // One last hand-over; what fails stays in the outbox for the next process or the reconciliation sweep.
     if (this.pending.size > 0 && this.producerInstance) await this.flushOutboxes().catch(() => {});
     await this.producerInstance?.close();

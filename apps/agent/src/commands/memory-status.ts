@@ -11,13 +11,18 @@ export type ExtractionOutcome =
   | { status: 'failed'; reason: string; attempts: number; waitedMs: number }
   | { status: 'retrying'; lastError: string; attempts: number; waitedMs: number }
   | { status: 'pending'; waitedMs: number }
-  | { status: 'not-queued'; reason: string }
+  /** `kept`: the work waits in the session's outbox (durable) and is handed to the queue once it answers. */
+  | { status: 'not-queued'; reason: string; kept?: boolean }
   | { status: 'skipped'; reason: string }
   | { status: 'disabled' };
 
-/** True when the memory work of the turn was lost: it could not be queued, or its job failed for good. */
+/**
+ * True when the memory work of the turn was lost: it could not be queued and was not kept in the session's
+ * outbox either, or its job failed for good. Work kept in the outbox is not lost (the next agent or the
+ * workers' sweep hands it over), so it is no failure.
+ */
 export function memoryWorkFailed(outcome: ExtractionOutcome): boolean {
-  return outcome.status === 'failed' || outcome.status === 'not-queued';
+  return outcome.status === 'failed' || (outcome.status === 'not-queued' && !outcome.kept);
 }
 
 export async function followExtraction(
@@ -28,7 +33,8 @@ export async function followExtraction(
   timeoutMs: number,
 ): Promise<ExtractionOutcome> {
   if (!memory) return { status: 'disabled' };
-  if (extract.status === 'not-queued') return { status: 'not-queued', reason: extract.reason };
+  if (extract.status === 'not-queued')
+    return { status: 'not-queued', reason: extract.reason, ...(extract.kept ? { kept: true } : {}) };
   if (extract.status === 'skipped') return { status: 'skipped', reason: extract.reason };
   const started = Date.now();
   const queue = memory.producer.queue('extract');
@@ -78,7 +84,9 @@ export function describeExtraction(outcome: ExtractionOutcome): string | undefin
     case 'pending':
       return `engram: memory extraction still pending after ${outcome.waitedMs} ms; it continues in the workers.`;
     case 'not-queued':
-      return `engram: memory work was not queued: ${outcome.reason}`;
+      return outcome.kept
+        ? `engram: memory work not queued yet, kept in the session's outbox: ${outcome.reason}`
+        : `engram: memory work was not queued (and is lost): ${outcome.reason}`;
     default:
       return undefined;
   }

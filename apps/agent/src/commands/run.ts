@@ -13,7 +13,8 @@ import { EXIT, type Output } from './output.js';
 
 // `engram run -p "<prompt>"`: one non-interactive turn, then a bounded wait for this session's extraction so a
 // short-lived process does not lose it. The exit code tells a script whether the memory work made it:
-// EXIT.memory when it could not be queued or its job failed for good.
+// EXIT.memory when it was lost (could not be queued nor kept in the session's outbox, or its job failed for
+// good); work kept in the outbox (the queue engine is down) is durable, so the turn exits 0 with a stderr line.
 
 export interface RunOptions {
   prompt: string;
@@ -55,7 +56,10 @@ export async function runCommand(config: AgentConfig, opts: RunOptions, io: Outp
         ? { status: 'pending', waitedMs: 0 }
         : await followExtraction(runtime.memory, session, extract, turn.leaf.leafSeq, config.drainTimeoutMs);
     if (outcome.status === 'done') await session.recordReceipts(outcome.receipts);
-    if (opts.outputFormat === 'text') {
+    // Work kept in the outbox exits 0: say so on stderr in both formats, so a script that reads only the exit
+    // code and stdout's JSON still leaves a trace of it.
+    const kept = outcome.status === 'not-queued' && outcome.kept === true;
+    if (opts.outputFormat === 'text' || kept) {
       const line = describeExtraction(outcome);
       if (line) io.err(line);
     }
@@ -76,6 +80,7 @@ export async function runCommand(config: AgentConfig, opts: RunOptions, io: Outp
             /** done | failed | retrying | pending | not-queued | skipped | disabled */
             status: outcome.status,
             ...('reason' in outcome ? { reason: outcome.reason } : {}),
+            ...('kept' in outcome && outcome.kept ? { kept: true } : {}),
             ...('lastError' in outcome ? { lastError: outcome.lastError } : {}),
             ...('attempts' in outcome ? { attempts: outcome.attempts } : {}),
             recall: turn.memory.recall,

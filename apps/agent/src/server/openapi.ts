@@ -20,18 +20,21 @@ import {
   turnResultSchema,
   usageLedgerSchema,
 } from './api-schemas.js';
+import { MCP_OPENAPI_ROUTES, MEMORY_STORES_ROUTES } from './memory-stores-openapi.js';
 
 // The OpenAPI 3.1 description of the hosted API, served at /openapi.json, generated from the zod schemas the
 // routes use (api-schemas.ts; team memory's from its wire contract). A route is one entry of ROUTES; the
 // server test checks every documented path answers with a body its schema accepts, and lints the document.
 
-type Status = 200 | 201 | 204 | 304 | 400 | 401 | 403 | 404 | 409 | 412 | 413 | 429 | 503;
+type Status = 200 | 201 | 202 | 204 | 304 | 400 | 401 | 403 | 404 | 406 | 409 | 412 | 413 | 429 | 503;
 
 interface Response {
   description: string;
   /** Omitted: no body (or a body that is not JSON: `contentType`). */
   schema?: z.ZodType;
   contentType?: string;
+  /** A success answer that has no body by definition (202, or 200 of an MCP DELETE). */
+  empty?: true;
 }
 
 export interface ApiRoute {
@@ -43,7 +46,7 @@ export interface ApiRoute {
   description?: string;
   /** Open routes (health, metrics, the document itself) need no key. */
   open?: boolean;
-  tag: 'Sessions' | 'Memory' | 'Operations' | 'Team memory';
+  tag: 'Sessions' | 'Memory' | 'Operations' | 'Team memory' | 'Memory stores' | 'MCP';
   parameters?: object[];
   body?: z.ZodType;
   responses: Partial<Record<Status, Response>>;
@@ -267,6 +270,8 @@ export const ROUTES: readonly ApiRoute[] = [
       503: err('TEAM_MEMORY_UNAVAILABLE: the team memory store is not reachable'),
     },
   },
+  ...MEMORY_STORES_ROUTES,
+  ...MCP_OPENAPI_ROUTES,
 ];
 
 /** JSON Schema (2020-12, as OpenAPI 3.1 uses) of a zod schema, without the `$schema` marker. */
@@ -342,6 +347,12 @@ export function openApiDocument(): object {
       { name: 'Memory', description: 'What memory work saved' },
       { name: 'Operations', description: 'Health, readiness, metrics, usage' },
       { name: 'Team memory', description: 'Team memory sync (`engram team`, the workers)' },
+      {
+        name: 'Memory stores',
+        description:
+          'The Memory Stores API of the SDK and Claude Code 2.1.x (errors: `{type: error, error}`)',
+      },
+      { name: 'MCP', description: 'The memory MCP server over Streamable HTTP' },
     ],
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },

@@ -38,6 +38,9 @@ export class TenantRevokedError extends EngramError {
   }
 }
 
+/** How long a turn waits for a lost state-store connection to come back before answering 503. */
+const STATE_STORE_RECONNECT_WAIT_MS = 3_000;
+
 export interface TurnRunnerOptions {
   /** Session lease TTL: how long a dead replica blocks its session. */
   leaseTtlMs: number;
@@ -156,7 +159,9 @@ export function mountTurnRoute(app: Hono<Env>, ctx: ServerContext, opts: TurnRun
     const cwd = await ctx.tenantCwd(tenant, record.cwd);
     const controller = new AbortController();
     const store = ctx.stateStore();
-    await store.ready();
+    // A queue engine restarted under this replica (`engram dev` again, a Redis failover) is back within the
+    // producer connection's reconnect backoff (≤2 s): the turn waits that out instead of answering 503.
+    await store.ready({ waitMs: STATE_STORE_RECONNECT_WAIT_MS });
     const slot = await acquireTurnSlot(store, tenant.id, maxTurnsPerTenant, leaseTtlMs);
     if (!slot) {
       throw new HttpError(

@@ -488,7 +488,8 @@ export class PostgresStateStore implements StateStore {
       : undefined;
   }
 
-  async ready(): Promise<void> {
+  /** A pool connects per query, so a server that is back is reached at once: no `waitMs` needed. */
+  async ready(_options?: { waitMs?: number }): Promise<void> {
     if (this.healthy) return;
     // First use, or the last command found the server gone: one round trip, bounded by the profile's
     // connection timeout, that also proves the schema was migrated.

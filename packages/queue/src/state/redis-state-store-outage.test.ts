@@ -73,3 +73,27 @@ it('maps a lost connection to StateStoreUnavailableError on every kind of call, 
     await store.close().catch(() => {});
   }
 });
+
+it('ready({ waitMs }) waits out the reconnect of a Redis that comes back; without it, or past it, rejects', async () => {
+  const store = new RedisStateStore(redis.url, 'outage-wait', redisConnectionOptions('producer'));
+  try {
+    await store.ready();
+    await redis.stop();
+    // Let the producer connection notice and back off a few times (its delays grow to 2 s).
+    await new Promise((r) => setTimeout(r, 2_500));
+    await expect(store.ready()).rejects.toBeInstanceOf(StateStoreUnavailableError);
+    // Still down for the whole wait: the one typed error, after the wait.
+    const started = Date.now();
+    await expect(store.ready({ waitMs: 300 })).rejects.toBeInstanceOf(StateStoreUnavailableError);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+
+    // Back while a caller waits: it resolves once ioredis has reconnected, and the store works.
+    const waiting = store.ready({ waitMs: 10_000 });
+    await redis.start();
+    await waiting;
+    await store.setJson('after', { ok: true });
+    expect(await store.getJson('after')).toEqual({ ok: true });
+  } finally {
+    await store.close().catch(() => {});
+  }
+}, 30_000);

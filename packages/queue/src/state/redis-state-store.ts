@@ -297,27 +297,44 @@ export class RedisStateStore implements StateStore {
     return res[1] ? { released: true, next: res[1] } : { released: true };
   }
 
-  async ready(): Promise<void> {
+  async ready(options: { waitMs?: number } = {}): Promise<void> {
     const status = this.redis.status;
     if (status === 'ready') return;
-    if (status === 'reconnecting' || status === 'close' || status === 'end') {
+    const waitMs = options.waitMs ?? 0;
+    const lost = status === 'reconnecting' || status === 'close';
+    if (status === 'end' || (lost && waitMs <= 0)) {
       throw new StateStoreUnavailableError(`Redis connection is ${status}`);
     }
     await new Promise<void>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
       const onReady = () => {
         cleanup();
         resolve();
       };
+      // Waiting out a reconnect: its failed attempts are expected; only the deadline gives up.
       const onError = (error: Error) => {
+        if (lost) return;
         cleanup();
         reject(new StateStoreUnavailableError(error.message));
       };
+      const onEnd = () => {
+        cleanup();
+        reject(new StateStoreUnavailableError('Redis connection is end'));
+      };
       const cleanup = () => {
+        if (timer) clearTimeout(timer);
         this.redis.off('ready', onReady);
         this.redis.off('error', onError);
+        this.redis.off('end', onEnd);
       };
+      if (lost)
+        timer = setTimeout(() => {
+          cleanup();
+          reject(new StateStoreUnavailableError(`Redis connection is ${status} (waited ${waitMs} ms)`));
+        }, waitMs);
       this.redis.once('ready', onReady);
-      this.redis.once('error', onError);
+      this.redis.on('error', onError);
+      this.redis.once('end', onEnd);
     });
   }
 

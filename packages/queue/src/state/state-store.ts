@@ -70,9 +70,11 @@ export interface StateStore {
   ): Promise<{ released: boolean; next?: string }>;
   /**
    * Resolves when the store can take commands. While a first connection is being made it waits; when an
-   * established connection has been lost it rejects at once (producers must not wait out an outage).
+   * established connection has been lost it rejects at once (producers must not wait out an outage) — unless
+   * `waitMs` is given: then it waits up to that long for the connection to come back (a served turn waits out
+   * the reconnect backoff of a queue engine that was just restarted, instead of answering 503).
    */
-  ready(): Promise<void>;
+  ready(options?: { waitMs?: number }): Promise<void>;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
