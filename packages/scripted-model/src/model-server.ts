@@ -461,7 +461,11 @@ export async function startModelServer(options: ModelServerOptions = {}): Promis
       } else res.end();
     });
   });
-  server.keepAliveTimeout = 1_000;
+  // Longer than any client's idle-socket timeout (undici's is 4 s): the client always closes an idle keep-alive
+  // socket first. With the server closing first (it was 1 s), a request sent on a socket the server was closing
+  // at that instant failed with ECONNRESET — and tests' clients make no retries (seen in CI, under load).
+  // close() ends every connection at once, so a long timeout never holds a test open.
+  server.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
