@@ -1,7 +1,8 @@
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
+import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { walk } from '@engram/fs-walk/walk';
-import { validateTeamKey } from '@engram/memory-core/paths/containment';
+import { resolveInside, validateTeamKey } from '@engram/memory-core/paths/containment';
 import { scanForSecrets } from '@engram/memory-core/security/secret-scanner';
 import { hashContent, MAX_ENTRY_BYTES } from '../contract.js';
 
@@ -112,6 +113,36 @@ export function conflictCopyKey(key: string, at: Date, n = 1): string {
   const stamp = at.toISOString().replace(/[-:.]/g, '');
   const suffix = `.conflict-${stamp}${n > 1 ? `-${n}` : ''}`;
   return key.endsWith('.md') ? `${key.slice(0, -3)}${suffix}.md` : `${key}${suffix}`;
+}
+
+/** One copy, written by pull (the seed protocol) and by the store sync alike. */
+/**
+ * Writes `bytes` atomically to a fresh `.conflicts/<key>.conflict-<UTC time>[-n].md` inside `teamDir` (never
+ * over an earlier copy), resolved through symlinks so it cannot land outside the team directory.
+ */
+export async function keepConflictCopy(
+  teamDir: string,
+  key: string,
+  bytes: Buffer,
+  at: Date,
+): Promise<{ ok: true; copy: string } | { ok: false; reason: string }> {
+  for (let n = 1; n <= 100; n++) {
+    const copy = `${CONFLICTS_DIRNAME}/${conflictCopyKey(key, at, n)}`;
+    const path = await resolveInside(join(teamDir, copy), teamDir);
+    if (!path.ok) return { ok: false, reason: path.reason };
+    const taken = await fs.lstat(path.path).then(
+      () => true,
+      () => false,
+    );
+    if (taken) continue;
+    try {
+      await writeFileAtomic(path.path, bytes);
+      return { ok: true, copy };
+    } catch (error) {
+      return { ok: false, reason: (error as NodeJS.ErrnoException).code ?? 'error' };
+    }
+  }
+  return { ok: false, reason: 'too many conflict copies with the same time' };
 }
 
 /** The conflict copies under team/.conflicts/ (relative to the team directory), oldest name first. */

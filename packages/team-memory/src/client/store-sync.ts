@@ -5,14 +5,13 @@ import Anthropic from '@anthropic-ai/sdk';
 import { MARKER_PATH } from '@anthropic-ai/sdk/tools/agent-toolset/memories';
 import { EngramError } from '@engram/errors/engram-error';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
-import { resolveInside, resolveTeamKeyPath } from '@engram/memory-core/paths/containment';
+import { resolveTeamKeyPath } from '@engram/memory-core/paths/containment';
 import { z } from 'zod';
 import { invalidKeyReason } from '../keys.js';
 import { JOB_AUTHOR_HEADER, JOB_AUTHOR_PATTERN } from '../memory-stores/job-author.js';
 import { LIMITS } from '../memory-stores/limits.js';
 import {
-  CONFLICTS_DIRNAME,
-  conflictCopyKey,
+  keepConflictCopy,
   listConflictCopies,
   readLocalBytes,
   readLocalTeamFiles,
@@ -497,32 +496,6 @@ export async function teamStoreStatus(target: StoreSyncTarget): Promise<{
     skipped: local.skipped.filter((s) => !underMount(s.key)),
     ...(remoteError ? { remoteError } : {}),
   };
-}
-
-/** Copies `bytes` to a fresh `.conflicts/<key>.conflict-<UTC time>[-n].md` inside team/ (never over a copy). */
-async function keepConflictCopy(
-  teamDir: string,
-  key: string,
-  bytes: Buffer,
-  at: Date,
-): Promise<{ ok: true; copy: string } | { ok: false; reason: string }> {
-  for (let n = 1; n <= 100; n++) {
-    const copy = `${CONFLICTS_DIRNAME}/${conflictCopyKey(key, at, n)}`;
-    const path = await resolveInside(join(teamDir, copy), teamDir);
-    if (!path.ok) return { ok: false, reason: path.reason };
-    const taken = await fs.lstat(path.path).then(
-      () => true,
-      () => false,
-    );
-    if (taken) continue;
-    try {
-      await writeFileAtomic(path.path, bytes);
-      return { ok: true, copy };
-    } catch (error) {
-      return { ok: false, reason: (error as NodeJS.ErrnoException).code ?? 'error' };
-    }
-  }
-  return { ok: false, reason: 'too many conflict copies with the same time' };
 }
 
 /** The versions of one store-backed team file, newest first (`engram memory history`). */

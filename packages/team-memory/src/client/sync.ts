@@ -2,13 +2,12 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
-import { resolveInside, resolveTeamKeyPath } from '@engram/memory-core/paths/containment';
+import { resolveTeamKeyPath } from '@engram/memory-core/paths/containment';
 import { hashContent, MAX_CONFLICT_RETRIES, MAX_ENTRY_BYTES, MAX_PUT_BODY_BYTES } from '../contract.js';
 import { invalidKeyReason } from '../keys.js';
 import { type TeamMemoryHttpClient, TeamSyncHttpError } from './http-client.js';
 import {
-  CONFLICTS_DIRNAME,
-  conflictCopyKey,
+  keepConflictCopy,
   listConflictCopies,
   readLocalBytes,
   readLocalTeamFiles,
@@ -223,35 +222,6 @@ async function pull(target: SyncTarget, opts: { skipEtagCache?: boolean }): Prom
   state.lastPullAt = now().toISOString();
   await target.state.save(state);
   return { ...report, checksum: state.lastKnownChecksum };
-}
-
-/**
- * Writes `bytes` atomically to a fresh `.conflicts/<key>.conflict-<UTC time>[-n].md` inside `teamDir` (never
- * over an earlier copy), resolved through symlinks so it cannot land outside the team directory.
- */
-async function keepConflictCopy(
-  teamDir: string,
-  key: string,
-  bytes: Buffer,
-  at: Date,
-): Promise<{ ok: true; copy: string } | { ok: false; reason: string }> {
-  for (let n = 1; n <= 100; n++) {
-    const copy = `${CONFLICTS_DIRNAME}/${conflictCopyKey(key, at, n)}`;
-    const path = await resolveInside(join(teamDir, copy), teamDir);
-    if (!path.ok) return { ok: false, reason: path.reason };
-    const taken = await fs.lstat(path.path).then(
-      () => true,
-      () => false,
-    );
-    if (taken) continue;
-    try {
-      await writeFileAtomic(path.path, bytes);
-      return { ok: true, copy };
-    } catch (error) {
-      return { ok: false, reason: (error as NodeJS.ErrnoException).code ?? 'error' };
-    }
-  }
-  return { ok: false, reason: 'too many conflict copies with the same time' };
 }
 
 async function push(target: SyncTarget, opts: { force?: boolean }): Promise<PushReport> {
