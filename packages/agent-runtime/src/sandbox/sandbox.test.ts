@@ -70,6 +70,28 @@ describe('the sandbox probe', () => {
   });
 });
 
+describe('a required sandbox needs a process limit', () => {
+  it('refuses `require` where the process count cannot be limited; `auto` runs and says so; a limit that holds passes', async () => {
+    const none = { kind: 'none' as const, reason: 'no pids cgroup is writable (test)' };
+    const required = await probeSandbox({ env: {}, mode: 'require', processLimit: none });
+    expect(required).toMatchObject({
+      mode: 'require',
+      available: false,
+      reason: expect.stringContaining('the process count of sandboxed commands cannot be limited here'),
+    });
+    expect(required.reason).toContain('no pids cgroup is writable (test)');
+    // Positive controls: the same host in `auto` runs sandboxed (and says the count is not limited), and
+    // `require` with a limit that holds is available.
+    const auto = await probeSandbox({ env: {}, mode: 'auto', processLimit: none });
+    expect(auto).toMatchObject({ mode: 'auto', available: true, backend: 'bubblewrap' });
+    expect(describeSandbox(auto)).toContain('process count NOT limited');
+    expect(await probeSandbox({ env: {}, mode: 'require', processLimit: { kind: 'rlimit' } })).toMatchObject({
+      mode: 'require',
+      available: true,
+    });
+  });
+});
+
 describe('how the process limit holds', () => {
   it('RLIMIT_NPROC for a non-root worker; for root a pids cgroup, or `none` with the reason, never a silent rlimit', async () => {
     expect(await detectProcessLimit(1000)).toEqual({ kind: 'rlimit' });

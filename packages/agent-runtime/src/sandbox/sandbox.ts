@@ -58,6 +58,8 @@ export interface SandboxProbeOptions {
   bwrapPath?: string;
   platform?: NodeJS.Platform;
   env?: NodeJS.ProcessEnv;
+  /** How the process count of sandboxed commands is limited here. Default: detected (`detectProcessLimit`). */
+  processLimit?: ProcessLimit;
 }
 
 export type ParsedSandboxMode = { ok: true; mode: SandboxMode } | { ok: false; reason: string };
@@ -108,7 +110,7 @@ export async function probeSandbox(opts: SandboxProbeOptions = {}): Promise<Sand
   );
   try {
     const version = await runCaptured(bwrapPath, ['--version'], {}, undefined, PROBE_TIMEOUT_MS);
-    const processLimit = await detectProcessLimit();
+    const processLimit = opts.processLimit ?? (await detectProcessLimit());
     const cgroup = processLimit.kind === 'cgroup' ? await commandCgroup(processLimit.parent, 16) : undefined;
     const invocation = bwrapInvocation(
       bwrapPath,
@@ -129,6 +131,18 @@ export async function probeSandbox(opts: SandboxProbeOptions = {}): Promise<Sand
         bwrapPath,
         ...(versionText ? { version: versionText } : {}),
       });
+    }
+    // `require` asks for the whole boundary: a sandbox whose commands can start processes without bound lets
+    // one fork bomb take the host, so it is refused (in `auto` it runs, and doctor says the count is not limited).
+    if (mode === 'require' && processLimit.kind === 'none') {
+      return unavailable(
+        mode,
+        `the process count of sandboxed commands cannot be limited here: ${processLimit.reason}`,
+        {
+          bwrapPath,
+          ...(versionText ? { version: versionText } : {}),
+        },
+      );
     }
     return {
       mode,
@@ -152,6 +166,7 @@ export function sandboxStatus(opts: SandboxProbeOptions = {}): Promise<SandboxSt
     opts.mode ?? env[SANDBOX_MODE_ENV] ?? '',
     opts.bwrapPath ?? env[SANDBOX_BWRAP_ENV] ?? '',
     opts.platform ?? process.platform,
+    opts.processLimit ?? null,
   ]);
   let status = cache.get(key);
   if (!status) {
