@@ -286,6 +286,37 @@ describe('TenantStore.rotate and re-adding a name', () => {
     await expect(store.rotate('nobody')).rejects.toMatchObject({ code: 'TENANT_NOT_FOUND' });
   });
 
+  it('renews the team sync credential with the API key: the old one refused at once, or after the same grace', async () => {
+    const { store, ws } = fresh();
+    await store.add('acme', ws('acme'));
+    const team = (key: string) => store.authenticateKey(key, { teamSync: true });
+    const first = await store.teamSyncKey('acme');
+    expect((await team(first))?.id).toBe('acme'); // positive control: the issued credential works
+    // A rotation with no grace: the old credential stops at once, the new one (what the workers read) works.
+    await store.rotate('acme');
+    const second = await store.teamSyncKey('acme');
+    expect(second).not.toBe(first);
+    expect(second).toMatch(/^egt\.acme\.[0-9a-f]{64}$/);
+    expect(await team(first)).toBeNull();
+    expect((await team(second))?.id).toBe('acme');
+    // With a grace, the replaced credential keeps working until the grace ends (a worker's request in flight).
+    await store.rotate('acme', { graceMs: 60_000 });
+    const third = await store.teamSyncKey('acme');
+    expect((await team(second))?.id).toBe('acme');
+    expect((await team(third))?.id).toBe('acme');
+    const previous = join(store.secretsRoot, 'acme', 'team-sync.key.previous');
+    const held = JSON.parse(readFileSync(previous, 'utf8'));
+    writeFileSync(previous, JSON.stringify({ ...held, expiresAt: new Date(Date.now() - 1).toISOString() }));
+    expect(await team(second)).toBeNull();
+    expect((await team(third))?.id).toBe('acme');
+    // Revocation ends both.
+    await store.rotate('acme', { graceMs: 60_000 });
+    const fourth = await store.teamSyncKey('acme').catch(() => undefined);
+    await store.revoke('acme');
+    expect(await team(third)).toBeNull();
+    if (fourth) expect(await team(fourth)).toBeNull();
+  });
+
   it('re-adds a revoked name: empty memory and a fresh team scope by default, the old memory with reuseMemoryOf', async () => {
     const { store, ws, base } = fresh();
     const { tenant, key } = await store.add('acme', ws('acme'));

@@ -106,6 +106,8 @@ const TEAM_SYNC_KEY_PATTERN = /^egt\.([a-z0-9][a-z0-9-]{0,62})\.([0-9a-f]{64})$/
 
 /** The team sync credential's file name, in `secretsDir` (and at the old place, in the tenant's directory). */
 export const TEAM_SYNC_KEY_FILENAME = 'team-sync.key';
+/** The team sync credential a rotation replaced, while its grace lasts: `{ key, expiresAt }`. */
+const TEAM_SYNC_PREVIOUS_FILENAME = 'team-sync.key.previous';
 
 /**
  * The operator-only directory holding tenants' credentials: under ENGRAM_HOME but outside `tenants/`, so it is
@@ -541,7 +543,32 @@ export class TenantStore {
     if (rotated.previousKeys?.length === 0) delete rotated.previousKeys;
     await writeFileAtomic(this.recordPath(id), `${JSON.stringify(rotated, null, 2)}\n`, { mode: 0o600 });
     this.recordCache.delete(id);
+    await this.rotateTeamSyncKey(id, graceMs, now);
     return { tenant: this.toTenant(rotated), key: `egk.${id}.${secret}`, oldKeyExpiresAt: expiresAt };
+  }
+
+  /**
+   * A rotation renews the team sync credential too, so a leaked `egt.` key stops working with the API key it
+   * was leaked with: at once (`graceMs` 0) or after the same grace. The replaced key is written to its
+   * `previous` file before the new one replaces it, so a worker's request in flight with it is accepted
+   * throughout the grace. None issued yet: nothing to renew (the first use creates one).
+   */
+  private async rotateTeamSyncKey(id: string, graceMs: number, now: number): Promise<void> {
+    await this.migrateTeamSyncKey(id);
+    const path = this.teamSyncKeyPath(id);
+    const current = await fs.readFile(path, 'utf8').then(
+      (t) => t.trim(),
+      () => undefined,
+    );
+    if (!current) return;
+    const previous = join(this.secretsRoot, id, TEAM_SYNC_PREVIOUS_FILENAME);
+    if (graceMs > 0) {
+      const expiresAt = new Date(now + graceMs).toISOString();
+      await writeFileAtomic(previous, `${JSON.stringify({ key: current, expiresAt })}\n`, { mode: 0o600 });
+    } else {
+      await fs.rm(previous, { force: true });
+    }
+    await writeFileAtomic(path, `egt.${id}.${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
   }
 
   /**
@@ -580,11 +607,26 @@ export class TenantStore {
       (t) => t.trim(),
       () => undefined,
     );
-    // The hash and compare run for unknown ids and missing files too (against a dummy): no early return.
+    // The key a rotation replaced, while its grace lasts.
+    const previous = await fs
+      .readFile(join(this.secretsRoot, id, TEAM_SYNC_PREVIOUS_FILENAME), 'utf8')
+      .then((t) => JSON.parse(t) as { key?: unknown; expiresAt?: unknown })
+      .catch(() => undefined);
+    const graced =
+      typeof previous?.key === 'string' &&
+      typeof previous.expiresAt === 'string' &&
+      Date.parse(previous.expiresAt) > Date.now()
+        ? previous.key
+        : undefined;
+    // The hashes and compares run for unknown ids and missing files too (against a dummy): no early return.
     const given = Buffer.from(hashSecret(key), 'hex');
     const expected = stored ? Buffer.from(hashSecret(stored), 'hex') : DUMMY_HASH;
+    const expectedGraced = graced ? Buffer.from(hashSecret(graced), 'hex') : DUMMY_HASH;
     const equal = timingSafeEqual(given, expected);
-    return equal && stored && record && !record.revokedAt ? this.toTenant(record) : null;
+    const equalGraced = timingSafeEqual(given, expectedGraced);
+    return ((equal && stored) || (equalGraced && graced)) && record && !record.revokedAt
+      ? this.toTenant(record)
+      : null;
   }
 
   /** The tenant a key belongs to, or null for a malformed, unknown, wrong or revoked key. */
