@@ -3,6 +3,7 @@ import { promises as fs } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { walk } from '@engram/fs-walk/walk';
+import { type BoundedRead, readRegularFileBounded } from '@engram/memory-core/memdir/bounded-read';
 import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
 import { resolveInside } from '@engram/memory-core/paths/containment';
 import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '@engram/memory-core/paths/memory-paths';
@@ -89,6 +90,21 @@ export function stagingRoot(memoryDir: string): string {
   return join(memoryDir, STAGING_DIRNAME);
 }
 
+/** Largest memory file staged or committed (a memory file is a note; the write policy caps writes at 256 KiB). */
+const STAGED_FILE_MAX_BYTES = 4 * 1024 * 1024;
+
+/**
+ * One bounded read of a memory or staged file: opened non-blocking without following a final symlink, judged
+ * on the opened descriptor (a regular file only), at most the cap read. Anything else — gone, a link, a FIFO,
+ * over the cap — is undefined: not staged, not committed.
+ */
+async function readStagedFile(path: string): Promise<BoundedRead | undefined> {
+  const read = await readRegularFileBounded(path, STAGED_FILE_MAX_BYTES, { followSymlinks: false }).catch(
+    () => undefined,
+  );
+  return read && !read.truncated ? read : undefined;
+}
+
 export function stagingDirFor(memoryDir: string, jobId: string | undefined): string {
   const id = (jobId ?? 'unknown').replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 80);
   return join(stagingRoot(memoryDir), `${id}-${randomBytes(4).toString('hex')}`);
@@ -107,11 +123,9 @@ export async function stageMemoryDir(memoryDir: string, stagingDir: string): Pro
   });
   const out: TreeState = new Map();
   for (const file of listing.files) {
-    const [data, stat] = await Promise.all([
-      fs.readFile(file.path).catch(() => undefined),
-      fs.stat(file.path).catch(() => undefined),
-    ]);
-    if (data === undefined || stat === undefined) continue;
+    const read = await readStagedFile(file.path);
+    if (!read) continue;
+    const { bytes: data, stat } = read;
     const target = join(stagingDir, file.rel);
     await fs.mkdir(dirname(target), { recursive: true, mode: 0o700 });
     await fs.writeFile(target, data, { mode: 0o600 });
@@ -157,7 +171,7 @@ async function writeLive(memoryDir: string, rel: string, data: Buffer | null): P
 
 /** The copy's bytes for `intent.to`, or undefined when the copy is gone or no longer has them. */
 async function stagedBytes(stagingDir: string, rel: string, to: string): Promise<Buffer | undefined> {
-  const data = await fs.readFile(join(stagingDir, rel)).catch(() => undefined);
+  const data = (await readStagedFile(join(stagingDir, rel)))?.bytes;
   return data && hashContent(data) === to ? data : undefined;
 }
 
@@ -278,7 +292,7 @@ export async function commitStaged(opts: {
     }
     if (rel.startsWith(`${TEAM_DIRNAME}/`) && to !== null) {
       // The policy refused secrets in the fork's writes; the commit checks the bytes it publishes again.
-      const text = await fs.readFile(join(stagingDir, rel), 'utf8').catch(() => '');
+      const text = (await readStagedFile(join(stagingDir, rel)))?.bytes.toString('utf8') ?? '';
       if (scanForSecrets(text).length > 0) {
         opts.log.warn({ file: rel }, 'staged commit: team memory with a secret-looking value not published');
         continue;
