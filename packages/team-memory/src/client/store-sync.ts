@@ -51,13 +51,8 @@ export class StoreSyncStateFile {
   constructor(readonly path: string) {}
   /** The saved state for `storeId`; missing, corrupt or another store's: start afresh (it is a cache). */
   async load(storeId: string): Promise<StoreSyncState> {
-    try {
-      const parsed = stateSchema.safeParse(JSON.parse(await fs.readFile(this.path, 'utf8')));
-      if (parsed.success && parsed.data.storeId === storeId) return parsed.data;
-    } catch {
-      // missing or corrupt
-    }
-    return { version: 1, storeId, baseline: {} };
+    const saved = await this.loadAny();
+    return saved?.storeId === storeId ? saved : { version: 1, storeId, baseline: {} };
   }
   /** Whatever state is saved, for any store (undefined when none is readable). */
   async loadAny(): Promise<StoreSyncState | undefined> {
@@ -65,7 +60,7 @@ export class StoreSyncStateFile {
       const parsed = stateSchema.safeParse(JSON.parse(await fs.readFile(this.path, 'utf8')));
       return parsed.success ? parsed.data : undefined;
     } catch {
-      return undefined;
+      return undefined; // missing or corrupt
     }
   }
   async save(state: StoreSyncState): Promise<void> {
