@@ -4,10 +4,10 @@
 // 1. A served turn's non-model time: the query loop of a turn against the scripted model answering at once
 //    (so the time is all non-model), whose first reply asks for six tool calls — two Read, two Grep, two
 //    Glob over a 60-file workspace — and whose second reply ends the turn; every entry appended to a
-//    transcript as a served turn does. "bounded": the tools as a served turn wraps them
-//    (`sandboxServedBash`: the tenant's read boundary, Grep's rg in the search jail when bubblewrap is
-//    available, writes through the jail); "unbounded": the same tools with no boundary (the baseline only
-//    this bench uses). Target: bounded ≤ 1.10× unbounded (p50).
+//    transcript as a served turn does. "bounded": the tools under a served turn's boundary (`servedBoundary`,
+//    prepared as turn-runner prepares it: the tenant's read boundary, Grep's rg in the search jail when
+//    bubblewrap is available, writes through the jail); "unbounded": the same tools attended (no boundary:
+//    the baseline only this bench uses). Target: bounded ≤ 1.10× unbounded (p50).
 // 2. A fork's tool call: Read, Grep and Glob called directly, with the job's boundary (a tenant's roots) and
 //    without. Target: p50 at most +15 ms per call.
 //
@@ -17,11 +17,12 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sandboxServedBash } from '@engram/agent/server/served-policy';
+import { servedBoundary } from '@engram/agent/server/served-policy';
 import { runQueryLoop } from '@engram/agent-runtime/loop/query-loop';
 import { createModelClient } from '@engram/agent-runtime/model/client';
-import { rootsBoundary } from '@engram/agent-runtime/sandbox/read-boundary';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import { sandboxStatus } from '@engram/agent-runtime/sandbox/sandbox';
+import { prepareUnattended, type ToolBoundary } from '@engram/agent-runtime/sandbox/unattended';
 import { defaultTools } from '@engram/agent-runtime/tools/registry';
 import { type AnyTool, allowAll, ReadFileState, type ToolContext } from '@engram/agent-runtime/tools/tool';
 import { createUserEntry } from '@engram/agent-runtime/transcript/entry';
@@ -67,16 +68,16 @@ try {
   });
 
   const base = defaultTools().filter((t) => ['Read', 'Grep', 'Glob', 'Write', 'Edit'].includes(t.name));
-  const served = await sandboxServedBash({
-    tenant: { workspace, home },
-    allowedTools: new Set(['Read', 'Grep', 'Glob']),
-    canUseTool: allowAll,
-    memoryDir: join(home, 'memory'),
-  });
-  const bounded = served.wrapTools(base);
+  const bounded = await prepareUnattended(
+    await servedBoundary({
+      tenant: { workspace, home },
+      allowedTools: new Set(['Read', 'Grep', 'Glob']),
+      memoryDir: join(home, 'memory'),
+    }),
+  );
 
   let turnNo = 0;
-  const turn = async (tools: readonly AnyTool[]) => {
+  const turn = async (tools: readonly AnyTool[], boundary: ToolBoundary) => {
     const sessionId = `s${turnNo++}`;
     const store = new TranscriptStore(join(home, 'transcripts', `${sessionId}.jsonl`));
     const first = createUserEntry({ sessionId, cwd: workspace, parentUuid: null }, 'Look around.');
@@ -92,6 +93,7 @@ try {
       canUseTool: allowAll,
       cwd: workspace,
       sessionId,
+      boundary,
       onMessage: async (e) => void (await store.append([e])),
     });
     const elapsed = Number(process.hrtime.bigint() - start) / 1e6;
@@ -122,15 +124,14 @@ try {
   };
 
   const turns = await alternate(
-    () => turn(base),
-    () => turn(bounded),
+    () => turn(base, ATTENDED),
+    () => turn(base, bounded),
     TURNS,
   );
   const turnP50 = { unbounded: percentile(turns.a, 50), bounded: percentile(turns.b, 50) };
   const turnRatio = turnP50.bounded / turnP50.unbounded;
 
-  // A fork's single tool calls, with the job's boundary (a tenant's workspace and area) and without.
-  const boundary = await rootsBoundary([workspace, home]);
+  // A fork's single tool calls, with the job's read boundary (a tenant's workspace and area) and without.
   const byName = new Map(base.map((t) => [t.name, t]));
   const inputs: Array<[string, Record<string, unknown>]> = [
     ['Read', { file_path: join(workspace, 'src1', 'file2.ts') }],
@@ -143,7 +144,7 @@ try {
       cwd: workspace,
       readFileState: new ReadFileState(),
       toolUseId: 'bench',
-      ...(withBoundary ? { readBoundary: boundary } : {}),
+      boundary: withBoundary ? bounded : ATTENDED,
     };
     const start = process.hrtime.bigint();
     const out = await tool.call(tool.inputSchema.parse(input), ctx);

@@ -4,8 +4,9 @@
 // sandbox (the foreground's path: plain bash with the scrubbed environment). The two alternate call by call so
 // load from other processes falls on both alike. Target: p50 at most +15 ms.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import { prepareUnattended } from '@engram/agent-runtime/sandbox/unattended';
 import { bashTool } from '@engram/agent-runtime/tools/bash';
 import { ReadFileState, type ToolContext } from '@engram/agent-runtime/tools/tool';
@@ -17,16 +18,23 @@ const WARMUP = 10;
 const mem = mkdtempSync(join(tmpdir(), 'engram-bench-sandbox-'));
 writeFileSync(join(mem, 'a.md'), '---\nname: a\n---\nhello\n');
 try {
+  // A CLI memory fork's boundary: the memory directory (read-only to Bash), its working directory as the world.
   const prepared = await prepareUnattended({
-    tools: [bashTool],
-    canUseTool: async () => ({ behavior: 'allow' }),
-    defaultRoot: mem,
+    kind: 'unattended',
+    jail: { root: mem, bash: 'read-only' },
+    read: { kind: 'local', ownHome: homedir() },
+    world: [mem],
   });
   if (!prepared.sandbox.status.available) {
     throw new Error(`the sandbox is unavailable here: ${prepared.sandbox.status.reason}`);
   }
-  const base: ToolContext = { cwd: mem, readFileState: new ReadFileState(), toolUseId: 'bench' };
-  const sandboxed = { ...base, sandbox: prepared.sandbox };
+  const base: ToolContext = {
+    cwd: mem,
+    readFileState: new ReadFileState(),
+    toolUseId: 'bench',
+    boundary: ATTENDED,
+  };
+  const sandboxed: ToolContext = { ...base, boundary: prepared };
   const input = { command: 'cat a.md' };
   const call = async (ctx: ToolContext) => {
     const start = process.hrtime.bigint();

@@ -94,7 +94,7 @@ function backticked(markdown: string): string[] {
   return spans;
 }
 
-// A camelCase or PascalCase code name, optionally called (`runForkPipeline`, `EngramError`, `withWriteJail()`).
+// A camelCase or PascalCase code name, optionally called (`runForkPipeline`, `EngramError`, `prepareUnattended()`).
 const CODE_NAME = /^([a-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?:\(\))?$/;
 const ENV_NAME = /^ENGRAM_[A-Z0-9_]+$/;
 

@@ -2,6 +2,7 @@ import { promises as fs, mkdirSync, mkdtempSync, readdirSync, utimesSync, writeF
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createModelClient } from '@engram/agent-runtime/model/client';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import { CONSOLIDATION_PROMPT_TITLE } from '@engram/memory-core/dream/consolidation-prompt';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
@@ -86,12 +87,14 @@ describe('the dream gate at turn end', () => {
     mkdirSync(session.paths.transcriptDir, { recursive: true });
     writeFileSync(join(session.paths.transcriptDir, 'aaaa1111.jsonl'), '{}\n');
     const first = await session.runTurn('first prompt here', {
+      boundary: ATTENDED,
       canUseTool: mainAgentPolicy({ paths: session.paths, allowedTools: new Set() }),
     });
     expect(first.memory.dream).toEqual({ status: 'skipped', reason: 'dream gate: sessions' });
     // A second other session appears, but the scan is throttled for 10 minutes (shared by every replica).
     writeFileSync(join(session.paths.transcriptDir, 'bbbb2222.jsonl'), '{}\n');
     const second = await session.runTurn('second prompt here', {
+      boundary: ATTENDED,
       canUseTool: mainAgentPolicy({ paths: session.paths, allowedTools: new Set() }),
     });
     expect(second.memory.dream).toEqual({ status: 'skipped', reason: 'dream gate: throttle' });
@@ -103,6 +106,7 @@ describe('the dream gate at turn end', () => {
     writeFileSync(join(session.paths.transcriptDir, 'aaaa1111.jsonl'), '{}\n');
     writeFileSync(join(session.paths.transcriptDir, 'bbbb2222.jsonl'), '{}\n');
     const turn = await session.runTurn('first prompt here', {
+      boundary: ATTENDED,
       canUseTool: mainAgentPolicy({ paths: session.paths, allowedTools: new Set() }),
     });
     expect(turn.memory.dream.status).toBe('queued');

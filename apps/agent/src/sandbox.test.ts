@@ -16,12 +16,13 @@ import {
 import { createServer, type Server } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import type { UnattendedBoundary } from '@engram/agent-runtime/sandbox/boundary';
 import {
   type CorpusLine,
   READ_ONLY_CORPUS,
   WRITING_CORPUS,
 } from '@engram/agent-runtime/sandbox/corpus.test-helpers';
-import { prepareUnattended } from '@engram/agent-runtime/sandbox/unattended';
+import { gatedPolicy, prepareUnattended } from '@engram/agent-runtime/sandbox/unattended';
 import { defaultTools } from '@engram/agent-runtime/tools/registry';
 import {
   type AnyTool,
@@ -30,7 +31,6 @@ import {
   type ToolContext,
 } from '@engram/agent-runtime/tools/tool';
 import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
-import { withWriteJail } from '@engram/write-jail/write-jail';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertBuilt, engram } from './cli.test-helpers.js';
 import { checkSandbox } from './commands/doctor.js';
@@ -164,21 +164,23 @@ async function pool<T, R>(items: readonly T[], run: (item: T) => Promise<R>): Pr
   return results;
 }
 
-/** A memory fork's Bash: the tools and policy as runForkedAgent prepares them, then the call as the loop makes it. */
+/** A CLI memory fork's boundary, as its job states it: the memory directory (read-only to Bash), `cwd` as Bash's world. */
+const cliFork = (cwd: string = mem): UnattendedBoundary => ({
+  kind: 'unattended',
+  jail: { root: mem, bash: 'read-only' },
+  read: { kind: 'local', ownHome: homedir() },
+  world: [cwd],
+});
+
+/** A memory fork's Bash: the boundary and policy as runForkedAgent prepares them, then the call as the loop makes it. */
 async function forkBash(policy: CanUseTool) {
   return async (command: string, cwd: string = mem) => {
-    // A CLI fork's world: its working directory (as runForkedAgent states it) and its memory directory.
-    const prepared = await prepareUnattended({
-      tools: defaultTools(),
-      canUseTool: policy,
-      defaultRoot: mem,
-      readable: [cwd],
-    });
-    const bash = prepared.tools.find((t) => t.name === 'Bash') as AnyTool;
+    const boundary = await prepareUnattended(cliFork(cwd));
+    const bash = defaultTools().find((t) => t.name === 'Bash') as AnyTool;
     const input = { command, timeout: COMMAND_TIMEOUT_MS };
-    const decision = await prepared.canUseTool(bash, input, { toolUseId: 't', cwd });
+    const decision = await gatedPolicy(policy, boundary)(bash, input, { toolUseId: 't', cwd });
     if (decision.behavior === 'deny') return { ran: false, reason: decision.reason, output: '' };
-    const ctx: ToolContext = { cwd, readFileState: new ReadFileState(), toolUseId: 't' };
+    const ctx: ToolContext = { cwd, readFileState: new ReadFileState(), toolUseId: 't', boundary };
     const result = await bash.call(input, ctx).catch((e: Error) => ({ content: e.message, isError: true }));
     return { ran: true, isError: result.isError === true, output: String(result.content) };
   };
@@ -239,9 +241,7 @@ describe('the writing corpus', () => {
     [
       "the fork's Bash tool with the classifier bypassed (the sandbox alone)",
       async () => {
-        const run = await forkBash(
-          withWriteJail(async () => ({ behavior: 'allow' as const }), { root: mem }),
-        );
+        const run = await forkBash(async () => ({ behavior: 'allow' as const }));
         return async (l) => (await run(fill(l.line))).ran;
       },
     ],
@@ -291,19 +291,16 @@ describe('the read-only corpus', () => {
 
 describe('path tests through the fork tools and the memory policy', () => {
   async function forkWriter() {
-    const prepared = await prepareUnattended({
-      tools: defaultTools(),
-      canUseTool: memoryWritePolicy(mem),
-      defaultRoot: mem,
-    });
+    const boundary = await prepareUnattended(cliFork());
+    const policy = gatedPolicy(memoryWritePolicy(mem), boundary);
     const readFileState = new ReadFileState();
     return async (name: 'Write' | 'Edit', input: Record<string, unknown>) => {
-      const tool = prepared.tools.find((t) => t.name === name)!;
-      const decision = await prepared.canUseTool(tool, input, { toolUseId: 't', cwd: mem });
+      const tool = defaultTools().find((t) => t.name === name)!;
+      const decision = await policy(tool, input, { toolUseId: 't', cwd: mem });
       if (decision.behavior === 'deny') return { denied: decision.reason, message: decision.message };
       readFileState.set(String(input.file_path), { mtimeMs: Number.MAX_SAFE_INTEGER });
       try {
-        await tool.call(tool.inputSchema.parse(input), { cwd: mem, readFileState, toolUseId: 't' });
+        await tool.call(tool.inputSchema.parse(input), { cwd: mem, readFileState, toolUseId: 't', boundary });
         return { written: true };
       } catch (error) {
         return { failed: (error as Error).message };
@@ -381,16 +378,12 @@ describe('path tests through the fork tools and the memory policy', () => {
 
 describe('with the sandbox unavailable', () => {
   it('forks get no Bash (denied with the reason), `engram sandbox` refuses with 126, and doctor says so', async () => {
-    const prepared = await prepareUnattended({
-      tools: defaultTools(),
-      canUseTool: memoryWritePolicy(mem),
-      defaultRoot: mem,
-      probe: { env: { ENGRAM_SANDBOX: 'off' } },
-    });
-    expect(prepared.tools.map((t) => t.name)).toEqual(defaultTools().map((t) => t.name));
-    const bash = prepared.tools.find((t) => t.name === 'Bash')!;
+    const prepared = await prepareUnattended(cliFork(), { env: { ENGRAM_SANDBOX: 'off' } });
+    expect(prepared.sandbox.status).toMatchObject({ available: false, mode: 'off' });
+    const policy = gatedPolicy(memoryWritePolicy(mem), prepared);
+    const bash = defaultTools().find((t) => t.name === 'Bash')!;
     for (const l of READ_ONLY_CORPUS.slice(0, 10)) {
-      expect(await prepared.canUseTool(bash, { command: fill(l.line) })).toMatchObject({
+      expect(await policy(bash, { command: fill(l.line) })).toMatchObject({
         behavior: 'deny',
         reason: 'sandbox_unavailable',
       });

@@ -10,6 +10,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import { TeamMemoryHttpClient } from '@engram/team-memory/client/http-client';
 import { pullTeamMemory, pushTeamMemory } from '@engram/team-memory/client/sync';
 import { TeamSyncStateFile } from '@engram/team-memory/client/sync-state';
@@ -141,6 +142,7 @@ describe('team memory between two machines', () => {
         textReply('Saved it for the team.'),
       );
       const turn = await s.runTurn('Remember for the team: deploys use the blue pipeline.', {
+        boundary: ATTENDED,
         canUseTool: policy(s),
       });
       expect(turn.answer).toBe('Saved it for the team.');
@@ -166,6 +168,7 @@ describe('team memory between two machines', () => {
         textReply('Updated.'),
       );
       await s.runTurn('Deploys moved to the green pipeline; update the team note.', {
+        boundary: ATTENDED,
         canUseTool: policy(s),
       });
     });
@@ -201,6 +204,7 @@ describe('team memory between two machines', () => {
       );
       const events: string[] = [];
       await s.runTurn('Save the CI token for the team.', {
+        boundary: ATTENDED,
         canUseTool: policy(s),
         onEvent: (e) => events.push(e.text),
       });

@@ -1,10 +1,15 @@
 import { mkdtemp, realpath, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseSandboxLimits } from '@engram/config/sandbox-limits';
 import type { ModelServer } from '@engram/testkit/model-server';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { beforeAll, beforeEach } from 'vitest';
 import { createModelClient, type ModelClient } from './model/client.js';
+import { ATTENDED, type UnattendedBoundary } from './sandbox/boundary.js';
+import type { ReadBoundary } from './sandbox/read-boundary.js';
+import type { ToolSandbox } from './sandbox/unattended.js';
+import { ReadFileState, type ToolContext } from './tools/tool.js';
 
 // Shared test fixtures: a fresh temporary directory per test and a model client bound to the testkit server.
 
@@ -54,6 +59,61 @@ export function useModelTestbed(): ModelTestbed {
     },
     get dir() {
       return ready(dir, 'the test directory');
+    },
+  };
+}
+
+/**
+ * A CLI fork's boundary, as the job handlers state it for a job without a tenant: `root` the directory it may
+ * change (read-only to Bash), the `local` read boundary, its working directory (`root` unless given) as Bash's world.
+ */
+export function localForkBoundary(root: string, cwd = root): UnattendedBoundary {
+  return {
+    kind: 'unattended',
+    jail: { root, bash: 'read-only' },
+    read: { kind: 'local', ownHome: homedir() },
+    world: [cwd],
+  };
+}
+
+/**
+ * A tool context whose boundary is `sandbox` (Bash runs in it, Write/Edit land below its root) and reads
+ * anywhere: for tests of Bash alone, or of the jailed write alone.
+ */
+export function sandboxContext(sandbox: ToolSandbox, cwd: string): ToolContext {
+  return {
+    cwd,
+    readFileState: new ReadFileState(),
+    toolUseId: 't',
+    boundary: {
+      kind: 'unattended',
+      read: { kind: 'roots', roots: ['/'] },
+      writeRoots: [sandbox.writableRoot],
+      sandbox,
+    },
+  };
+}
+
+/**
+ * A tool context bounded by `read` alone (what Read, Grep, Glob and the read-before-write may open; writes land
+ * below `cwd` through the jailed writer; no Bash), or attended without one: for tests of the read boundary.
+ */
+export function readBoundedContext(cwd: string, read: ReadBoundary | undefined): ToolContext {
+  const base = { cwd, readFileState: new ReadFileState(), toolUseId: 't' };
+  if (!read) return { ...base, boundary: ATTENDED };
+  return {
+    ...base,
+    boundary: {
+      kind: 'unattended',
+      read,
+      writeRoots: [cwd],
+      sandbox: {
+        writableRoot: cwd,
+        bashWritesRoot: false,
+        readable: [],
+        limits: parseSandboxLimits({}),
+        status: { mode: 'off', available: false, backend: 'none', reason: 'not used by this test' },
+      },
     },
   };
 }

@@ -4,7 +4,8 @@ import { type ForkResult, runForkedAgent } from '@engram/agent-runtime/fork/run-
 import { runQueryLoop } from '@engram/agent-runtime/loop/query-loop';
 import type { ModelClient, Usage } from '@engram/agent-runtime/model/client';
 import type { SystemBlock } from '@engram/agent-runtime/model/types';
-import type { ReadBoundary } from '@engram/agent-runtime/sandbox/read-boundary';
+import type { UnattendedBoundary } from '@engram/agent-runtime/sandbox/boundary';
+import { prepareUnattended } from '@engram/agent-runtime/sandbox/unattended';
 import { defaultTools } from '@engram/agent-runtime/tools/registry';
 import type { CanUseTool } from '@engram/agent-runtime/tools/tool';
 import {
@@ -87,11 +88,12 @@ export interface ForkPlan {
   extraReadFiles?: readonly string[];
   fileModes?: { file: number; dir: number };
   /**
-   * What the fork's tools may open (a tenant's job: its workspace and ENGRAM_HOME area; a CLI job: the `local`
-   * boundary). Required, and applied on both fork paths (session and minimal context), so no job kind can run a
-   * fork that reads beyond its world by leaving it out.
+   * The fork's filesystem boundary (agent-runtime's `UnattendedBoundary`): the directory it may change and
+   * whether Bash may (the jail), what its tools may open (a tenant's job: its workspace and ENGRAM_HOME area;
+   * a CLI job: the `local` boundary), Bash's world, and an optional path alias. Required, and applied on both
+   * fork paths (session and minimal context), so no job kind can run a fork without one.
    */
-  readBoundary: ReadBoundary;
+  boundary: UnattendedBoundary;
   /** Called with every message the fork produces (after the transaction has recorded its intents). */
   onMessage?: (entry: ChainEntry) => Promise<void>;
 }
@@ -123,8 +125,8 @@ export interface ForkPipelineSpec<R> {
   log: PipelineLogger;
   writer: { key: string; ttlMs: number; onBusy?: () => Promise<void> };
   /**
-   * The only directory this fork may change: the policy's writable root. Hashed before and after, cleaned of
-   * stale temp files (the OS sandbox's writable root is the `writeJail` the plan's policy declares).
+   * The only directory this fork may change. Hashed before and after, cleaned of stale temp files; the plan's
+   * `boundary.jail.root` confines the fork's writes to it (or to a directory below it).
    */
   root: string;
   rootMode?: number;
@@ -392,7 +394,7 @@ export async function runFork(
         ...(plan.toolResultsDir ? { toolResultsDir: plan.toolResultsDir } : {}),
         ...(plan.extraReadFiles ? { extraReadFiles: plan.extraReadFiles } : {}),
         ...(plan.fileModes ? { fileModes: plan.fileModes } : {}),
-        readBoundary: plan.readBoundary,
+        boundary: plan.boundary,
         onMessage,
       });
       return { forkedFrom: 'session', ...fork };
@@ -422,7 +424,7 @@ export async function runFork(
     cwd: plan.cwd,
     sessionId: source.sessionId,
     ...(plan.fileModes ? { fileModes: plan.fileModes } : {}),
-    readBoundary: plan.readBoundary,
+    boundary: await prepareUnattended(plan.boundary),
     onMessage,
   });
   return {

@@ -1,4 +1,5 @@
 import { createInterface, type Interface } from 'node:readline';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import { listMemories } from '@engram/memory-core/memdir/memory-files';
 import type { AgentConfig } from '../config.js';
 import { describeDreamReceipt, takeNewDreamReceipt } from '../memory/dream-trigger.js';
@@ -108,6 +109,7 @@ export async function chatCommand(
       }
       try {
         const turn = await session.runTurn(line, {
+          boundary: ATTENDED,
           canUseTool: mainAgentPolicy({ paths: session.paths, allowedTools: new Set(), ask }),
           onEvent: (e) => {
             if (e.type === 'tool_use') io.err(`· ${e.text}`);

@@ -1,5 +1,6 @@
 import { promises as fs, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { redactUrl } from '@engram/queue/backend-config';
 import { type RecordedRequest, startModelServer } from '@engram/scripted-model/model-server';
@@ -157,6 +158,7 @@ export async function demoCommand(config: AgentConfig, opts: { home?: string }, 
       server.respond(demoResponder(session.paths.memoryDir));
       io.out(`\nSession 1 (${session.sessionId})\n> ${PREFERENCE}`);
       const turn = await session.runTurn(PREFERENCE, {
+        boundary: ATTENDED,
         canUseTool: mainAgentPolicy({ paths: session.paths, allowedTools: new Set() }),
       });
       io.out(turn.answer);
@@ -184,6 +186,7 @@ export async function demoCommand(config: AgentConfig, opts: { home?: string }, 
         `Session 2 (${second.sessionId}) — a new conversation; its first message carries MEMORY.md\n> ${QUESTION}`,
       );
       const answer = await second.runTurn(QUESTION, {
+        boundary: ATTENDED,
         canUseTool: mainAgentPolicy({ paths: second.paths, allowedTools: new Set() }),
         onEvent: (e) => {
           if (e.type === 'tool_use') io.out(`  · ${e.text}`);

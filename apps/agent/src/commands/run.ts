@@ -1,3 +1,4 @@
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import type { AgentConfig } from '../config.js';
 import { describeRecall } from '../memory/recall-prefetch.js';
 import { createAgentRuntime } from '../runtime.js';
@@ -39,6 +40,7 @@ export async function runCommand(config: AgentConfig, opts: RunOptions, io: Outp
       for (const notice of session.notices) io.err(`engram: ${notice}`);
     }
     const turn = await session.runTurn(opts.prompt, {
+      boundary: ATTENDED,
       canUseTool: mainAgentPolicy({
         paths: session.paths,
         allowedTools: parseAllowedTools(opts.allowedTools),

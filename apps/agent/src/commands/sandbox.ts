@@ -1,5 +1,6 @@
+import { homedir } from 'node:os';
 import { resolve } from 'node:path';
-import { prepareUnattended } from '@engram/agent-runtime/sandbox/unattended';
+import { gatedPolicy, prepareUnattended } from '@engram/agent-runtime/sandbox/unattended';
 import { bashInputSchema, bashTool, executeBash } from '@engram/agent-runtime/tools/bash';
 import { ReadFileState } from '@engram/agent-runtime/tools/tool';
 import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
@@ -35,16 +36,18 @@ export async function sandboxCommand(opts: SandboxCommandOptions, io: Output): P
     io.err(`engram sandbox: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
     return REFUSED_EXIT;
   }
-  const policy = memoryWritePolicy(memoryDir);
-  const unattended = await prepareUnattended({
-    tools: [bashTool],
-    canUseTool: opts.skipReadOnlyCheck ? async () => ({ behavior: 'allow' }) : policy,
-    defaultRoot: memoryDir,
-    jail: policy.writeJail,
-    // A CLI fork's world: its working directory and the memory directory.
-    readable: [cwd],
+  // A CLI fork's boundary: the memory directory (read-only to Bash), its working directory as Bash's world.
+  const boundary = await prepareUnattended({
+    kind: 'unattended',
+    jail: { root: memoryDir, bash: 'read-only' },
+    read: { kind: 'local', ownHome: homedir() },
+    world: [cwd],
   });
-  const decision = await unattended.canUseTool(bashTool, parsed.data, { toolUseId: 'engram-sandbox', cwd });
+  const policy = gatedPolicy(
+    opts.skipReadOnlyCheck ? async () => ({ behavior: 'allow' }) : memoryWritePolicy(memoryDir),
+    boundary,
+  );
+  const decision = await policy(bashTool, parsed.data, { toolUseId: 'engram-sandbox', cwd });
   if (decision.behavior === 'deny') {
     io.err(`engram sandbox: refused (${decision.reason ?? 'denied'}): ${decision.message}`);
     return REFUSED_EXIT;
@@ -55,7 +58,7 @@ export async function sandboxCommand(opts: SandboxCommandOptions, io: Output): P
       cwd,
       readFileState: new ReadFileState(),
       toolUseId: 'engram-sandbox',
-      sandbox: unattended.sandbox,
+      boundary,
       ...(opts.env ? { env: opts.env } : {}),
     });
   } catch (error) {

@@ -12,13 +12,16 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
+import { prepareUnattended } from '@engram/agent-runtime/sandbox/unattended';
 import { editTool } from '@engram/agent-runtime/tools/edit';
 import { globTool } from '@engram/agent-runtime/tools/glob';
 import { grepTool } from '@engram/agent-runtime/tools/grep';
 import { type AnyTool, ReadFileState, type ToolContext, ToolError } from '@engram/agent-runtime/tools/tool';
 import { writeTool } from '@engram/agent-runtime/tools/write';
+import type { ServedTool } from '@engram/tenants/tenant-store';
 import { afterAll, describe, expect, it } from 'vitest';
-import { sandboxServedBash } from './served-policy.js';
+import { servedBoundary } from './served-policy.js';
 
 const base = realpathSync(mkdtempSync(join(tmpdir(), 'served-policy-')));
 const workspace = join(base, 'acme');
@@ -30,16 +33,36 @@ writeFileSync(join(rival, 'secret.md'), 'RIVAL-SECRET\n');
 symlinkSync(rival, join(workspace, 'linked'));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
 
-async function servedTools(): Promise<Map<string, AnyTool>> {
-  const { wrapTools } = await sandboxServedBash({
-    tenant: { workspace, home },
-    allowedTools: new Set(['Grep', 'Glob']),
-    canUseTool: async () => ({ behavior: 'allow' }),
-  });
-  return new Map(wrapTools([grepTool as AnyTool, globTool as AnyTool]).map((t) => [t.name, t]));
+/**
+ * `tools` as a served turn's loop runs them: each call with the turn's prepared boundary in its context
+ * (`servedBoundary`, as turn-runner states it), whatever the permission policy allowed.
+ */
+async function servedAs(
+  allowedTools: ReadonlySet<ServedTool>,
+  memoryDir: string,
+  tools: AnyTool[],
+): Promise<Map<string, AnyTool>> {
+  const boundary = await prepareUnattended(
+    await servedBoundary({ tenant: { workspace, home }, allowedTools, memoryDir }),
+  );
+  return new Map(
+    tools.map((t) => [t.name, { ...t, call: (input, c: ToolContext) => t.call(input, { ...c, boundary }) }]),
+  );
 }
 
-const ctx: ToolContext = { cwd: workspace, readFileState: new ReadFileState(), toolUseId: 't' };
+async function servedTools(): Promise<Map<string, AnyTool>> {
+  return servedAs(new Set(['Grep', 'Glob']), join(home, 'memory'), [
+    grepTool as AnyTool,
+    globTool as AnyTool,
+  ]);
+}
+
+const ctx: ToolContext = {
+  cwd: workspace,
+  readFileState: new ReadFileState(),
+  toolUseId: 't',
+  boundary: ATTENDED,
+};
 
 describe('served Grep and Glob', () => {
   it("search the tenant's workspace and refuse a root outside it even when the permission check allowed the call", async () => {
@@ -74,13 +97,7 @@ const listing = (dir: string) => readdirSync(dir, { recursive: true }).map(Strin
 
 describe('served Write and Edit through the jailed writer', () => {
   async function writeTools(memoryDir: string): Promise<Map<string, AnyTool>> {
-    const { wrapTools } = await sandboxServedBash({
-      tenant: { workspace, home },
-      allowedTools: new Set(['Write', 'Edit']),
-      canUseTool: async () => ({ behavior: 'allow' }),
-      memoryDir,
-    });
-    return new Map(wrapTools([writeTool as AnyTool, editTool as AnyTool]).map((t) => [t.name, t]));
+    return servedAs(new Set(['Write', 'Edit']), memoryDir, [writeTool as AnyTool, editTool as AnyTool]);
   }
 
   it('land in the workspace and the memory directory, and nowhere else even when the policy allowed the call', async () => {

@@ -1,13 +1,8 @@
 import { promises as fs } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
+import type { UnattendedBoundary } from '@engram/agent-runtime/sandbox/boundary';
 import { rootsBoundary } from '@engram/agent-runtime/sandbox/read-boundary';
-import { SandboxUnavailableError } from '@engram/agent-runtime/sandbox/sandbox';
-import {
-  createToolSandbox,
-  gateBashOnSandbox,
-  withToolSandbox,
-} from '@engram/agent-runtime/sandbox/unattended';
-import type { AnyTool, CanUseTool, PermissionDecision } from '@engram/agent-runtime/tools/tool';
+import type { CanUseTool, PermissionDecision } from '@engram/agent-runtime/tools/tool';
 import { resolveInside } from '@engram/memory-core/paths/containment';
 import type { EngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { checkTeamSecret } from '@engram/memory-core/policy/memory-permissions';
@@ -23,10 +18,10 @@ import type { ServedTool, Tenant } from '@engram/tenants/tenant-store';
 //   out of the workspace are refused;
 // - Write/Edit land in the session's memory directory (always allowed, except secrets into team memory) or,
 //   if the policy allows them, strictly inside the workspace (packages/memory-core containment); the write
-//   itself goes through the jailed writer rooted there (`sandboxServedBash`), so a link flipped after this
+//   itself goes through the jailed writer rooted there (`servedBoundary`), so a link flipped after this
 //   check makes it fail instead of landing elsewhere;
 // - Bash runs only if the tenant's policy allows it. It is not confined by this hook (a command string is
-//   not a path): the OS sandbox is the boundary (`sandboxServedBash` below).
+//   not a path): the OS sandbox is the boundary (`servedBoundary` below).
 
 export interface ServedPolicyOptions {
   tenant: Pick<Tenant, 'workspace' | 'home' | 'id'>;
@@ -46,68 +41,34 @@ export function effectiveTools(
 }
 
 /**
- * A served turn's tools with Bash in the OS sandbox, whose world is the tenant's: its workspace (writable
- * when the turn may change files, i.e. Write or Edit allowed) and its own ENGRAM_HOME area, read-only; besides
- * them only the system directories, no network, a private /tmp, an empty HOME, an allowlisted environment and
- * the per-command limits. Nothing of the operator (its HOME, the rest of ENGRAM_HOME, other workspaces) is
- * mounted at all. Read/Grep/Glob get the tenant's read boundary, and Write/Edit land through the jailed writer
- * in the memory directory or the workspace. Where the sandbox cannot start, Bash is denied at permission time
- * with the reason (ENGRAM_SANDBOX=require refuses the turn).
+ * A served turn's boundary, as plain configuration (turn-runner prepares it with `prepareUnattended` and hands
+ * it to the turn): Bash runs in the OS sandbox whose world is the tenant's — its workspace (writable when the
+ * turn may change files, i.e. Write or Edit allowed) and its own ENGRAM_HOME area, read-only; besides them only
+ * the system directories, no network, a private /tmp, an empty HOME, an allowlisted environment and the
+ * per-command limits. Nothing of the operator (its HOME, the rest of ENGRAM_HOME, other workspaces) is mounted
+ * at all. Read, Grep, Glob and Write/Edit's read-before-write open only what lies in the workspace and the
+ * area, judged on the opened inode (the policy's path check is the first filter; a link flipped after it
+ * changes nothing). Write/Edit land through the jailed writer (descriptor-relative, O_NOFOLLOW at every step)
+ * in the memory directory, or the workspace when allowed. Where the sandbox cannot start, Bash is denied at
+ * permission time with the reason (ENGRAM_SANDBOX=require refuses the turn).
  */
-export async function sandboxServedBash(opts: {
+export async function servedBoundary(opts: {
   tenant: Pick<Tenant, 'workspace' | 'home'>;
   allowedTools: ReadonlySet<ServedTool>;
-  canUseTool: CanUseTool;
-  /**
-   * The session's memory directory: with the workspace (when Write or Edit is allowed), where served
-   * Write/Edit may land, through the jailed writer. Unset: the workspace only.
-   */
-  memoryDir?: string;
-}): Promise<{ canUseTool: CanUseTool; wrapTools: (tools: readonly AnyTool[]) => AnyTool[] }> {
+  /** The session's memory directory: served Write/Edit may always land there. */
+  memoryDir: string;
+}): Promise<UnattendedBoundary> {
+  const { workspace, home } = opts.tenant;
   const writes = opts.allowedTools.has('Write') || opts.allowedTools.has('Edit');
-  const sandbox = await createToolSandbox(
-    { root: opts.tenant.workspace, bash: writes ? 'write-root' : 'read-only' },
-    { readable: [opts.tenant.workspace, opts.tenant.home] },
-  );
-  if (!sandbox.status.available && sandbox.status.mode === 'require')
-    throw new SandboxUnavailableError(sandbox.status);
-  // Read, Grep, Glob and Write/Edit's read-before-write open only what lies in the tenant's workspace and
-  // area, judged on the opened inode (the policy's path check above is the first filter; a link flipped
-  // after it changes nothing here).
-  const readBoundary = await rootsBoundary([opts.tenant.workspace, opts.tenant.home]);
-  // Write/Edit's final write goes through the jailed writer (descriptor-relative, O_NOFOLLOW at every
-  // step, exclusive temp + rename in the opened directory), rooted at the memory directory or the
-  // workspace: a directory flipped into a link after the policy's check makes the write fail, never land
-  // elsewhere. Both spellings of each root (as configured, and real), so either form of a path matches.
-  const roots = [...(opts.memoryDir ? [opts.memoryDir] : []), ...(writes ? [opts.tenant.workspace] : [])];
-  const existing = async (p: string) =>
-    fs.realpath(p).then(
-      (r) => r,
-      () => undefined,
-    );
-  const writeRoots = [
-    ...new Set([
-      ...roots,
-      ...(await Promise.all(roots.map(existing))).filter((p): p is string => p !== undefined),
-    ]),
-  ];
-  const bounded = (t: AnyTool): AnyTool =>
-    BOUNDED_TOOLS.has(t.name)
-      ? {
-          ...t,
-          call: (input, ctx) =>
-            t.call(input, { ...ctx, readBoundary, ...(WRITE_TOOLS.has(t.name) ? { writeRoots } : {}) }),
-        }
-      : t;
   return {
-    canUseTool: gateBashOnSandbox(opts.canUseTool, sandbox),
-    wrapTools: (tools) =>
-      tools.map((t) => (t.name === 'Bash' ? (withToolSandbox([t], sandbox)[0] ?? t) : bounded(t))),
+    kind: 'unattended',
+    jail: writes
+      ? { root: workspace, bash: 'write-root', alsoWritable: [opts.memoryDir] }
+      : { root: opts.memoryDir, bash: 'read-only' },
+    read: await rootsBoundary([workspace, home]),
+    world: [workspace, home],
   };
 }
-
-const BOUNDED_TOOLS = new Set(['Read', 'Write', 'Edit', 'Grep', 'Glob']);
-const WRITE_TOOLS = new Set(['Write', 'Edit']);
 
 function isWithinOrEqual(child: string, parent: string): boolean {
   const rel = relative(parent, child);

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { prepareUnattended } from '@engram/agent-runtime/sandbox/unattended';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
 import { EngramError } from '@engram/errors/engram-error';
 import { recordCost } from '@engram/queue/state/cost-ledger';
@@ -19,7 +20,7 @@ import { turnBody } from './api-schemas.js';
 import type { ServerContext } from './context.js';
 import { type Env, errorBody, HttpError, readJson } from './http.js';
 import type { TenantMetrics } from './routes/operator.js';
-import { effectiveTools, sandboxServedBash, servedTurnPolicy } from './served-policy.js';
+import { effectiveTools, servedBoundary, servedTurnPolicy } from './served-policy.js';
 import { type TurnStreamEvent, turnEventsOf } from './turn-events.js';
 
 // `POST /v1/sessions/:id/turns`: one served turn. In order: the tenant's turn slot (a per-tenant limit across
@@ -209,15 +210,13 @@ export function mountTurnRoute(app: Hono<Env>, ctx: ServerContext, opts: TurnRun
         });
         emit({ event: 'turn.started', data: { sessionId: record.id, resumed: session.resumed } });
         const allowedTools = effectiveTools(tenant.allowedTools, body.allowedTools);
-        const served = await sandboxServedBash({
-          tenant,
-          allowedTools,
-          memoryDir: session.paths.memoryDir,
-          canUseTool: servedTurnPolicy({ tenant, paths: session.paths, allowedTools }),
-        });
+        // The turn's boundary, stated here and prepared once (throws where ENGRAM_SANDBOX=require cannot hold).
+        const boundary = await prepareUnattended(
+          await servedBoundary({ tenant, allowedTools, memoryDir: session.paths.memoryDir }),
+        );
         const result = await session.runTurn(body.prompt, {
-          canUseTool: served.canUseTool,
-          wrapTools: served.wrapTools,
+          canUseTool: servedTurnPolicy({ tenant, paths: session.paths, allowedTools }),
+          boundary,
           signal,
           // Before every append (each model reply, each tool result): still this session's writer, and the
           // tenant's key still valid — a revocation stops a running turn at its next step. One stat once warm.

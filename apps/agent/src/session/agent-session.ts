@@ -20,8 +20,9 @@ import {
 } from '@engram/agent-runtime/loop/query-loop';
 import type { ModelClient, TextDelta, Usage } from '@engram/agent-runtime/model/client';
 import { estimateTokens, tokenCountWithEstimation } from '@engram/agent-runtime/model/tokens';
+import type { ToolBoundary } from '@engram/agent-runtime/sandbox/unattended';
 import { defaultTools, toolDefinitions } from '@engram/agent-runtime/tools/registry';
-import type { AnyTool, CanUseTool, ReadFileState } from '@engram/agent-runtime/tools/tool';
+import type { CanUseTool, ReadFileState } from '@engram/agent-runtime/tools/tool';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
 import {
   type ChainEntry,
@@ -84,10 +85,10 @@ export interface TurnOptions {
   /** Text deltas of the model's replies as they stream in (a live view; entries carry the full text). */
   onTextDelta?: (delta: TextDelta & { turn: number }) => void;
   /**
-   * The turn's tools from the session's (same names and definitions, so the cached prefix is unchanged): the
-   * hosted service runs a served turn's Bash in the OS sandbox this way.
+   * The turn's filesystem boundary, in every tool's context: `ATTENDED` where a person approves each call (the
+   * CLI), or a served turn's prepared unattended boundary (its jail, read boundary and OS sandbox).
    */
-  wrapTools?: (tools: readonly AnyTool[]) => AnyTool[];
+  boundary: ToolBoundary;
 }
 
 export interface TurnResult {
@@ -365,11 +366,12 @@ export class AgentSession {
         client,
         model: config.model,
         system: this.context.system,
-        tools: opts.wrapTools ? opts.wrapTools(this.tools) : this.tools,
+        tools: this.tools,
         maxTokens: config.maxOutputTokens,
         messages,
         userContext: this.context.userContext,
         canUseTool: opts.canUseTool,
+        boundary: opts.boundary,
         maxTurns: config.maxTurns,
         ...(opts.signal ? { signal: opts.signal } : {}),
         cwd: this.paths.cwd,

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { ContextTooLongError } from '@engram/agent-runtime/compact/auto-compact';
 import { createModelClient } from '@engram/agent-runtime/model/client';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import { DEFAULT_SESSION_MEMORY_TEMPLATE } from '@engram/memory-core/session-memory/template';
 import { SessionState } from '@engram/queue/state/session-state';
@@ -88,7 +89,10 @@ describe('session-memory trigger in the foreground', () => {
     );
     const updates: number[] = [];
     for (const p of ['one two', 'three four', 'five six', 'seven eight', 'nine ten', 'eleven twelve']) {
-      updates.push((await session.runTurn(p, { canUseTool: policy(session) })).memory.sessionMemoryUpdates);
+      updates.push(
+        (await session.runTurn(p, { boundary: ATTENDED, canUseTool: policy(session) })).memory
+          .sessionMemoryUpdates,
+      );
     }
     expect(updates).toEqual([0, 1, 0, 0, 1, 1]);
     const jobs = await memory.producer.queue('session-memory').getJobs(['waiting']);
@@ -105,7 +109,10 @@ describe('session-memory trigger in the foreground', () => {
     await state.updateSessionMemory({ tokensAtLastUpdate: 23_010 });
     const { session: resumed } = await open(cfg, session.sessionId);
     scripted.server.script(at(25_000, textReply('resumed')));
-    const turn = await resumed.runTurn('resumed prompt here', { canUseTool: policy(resumed) });
+    const turn = await resumed.runTurn('resumed prompt here', {
+      boundary: ATTENDED,
+      canUseTool: policy(resumed),
+    });
     expect(turn.memory.sessionMemoryUpdates).toBe(0);
   });
 });
@@ -118,7 +125,7 @@ describe('compaction in the foreground', () => {
     for (let i = 1; i <= 6; i++) {
       const answer = `${i === 1 ? 'first answer about the FIRST-TOPIC ' : `answer ${i} `}${'x'.repeat(12_000)}`;
       scripted.server.script(at(i === 6 ? tokens : 2_000, textReply(answer)));
-      await session.runTurn(`question number ${i}`, { canUseTool: policy(session) });
+      await session.runTurn(`question number ${i}`, { boundary: ATTENDED, canUseTool: policy(session) });
     }
   }
 
@@ -142,7 +149,10 @@ describe('compaction in the foreground', () => {
     });
     await state.updateSessionMemory({ lastSummarizedUuid: chain.at(-1)!.uuid });
     scripted.server.script(textReply('third answer'));
-    const turn = await session.runTurn('now the third question', { canUseTool: policy(session) });
+    const turn = await session.runTurn('now the third question', {
+      boundary: ATTENDED,
+      canUseTool: policy(session),
+    });
     expect(turn.compaction).toEqual({ via: 'session-memory', reactive: false });
     expect(scripted.server.messageRequests().filter(isCompact)).toHaveLength(0);
     // The summary replaces the old turns; a verbatim recent tail (≥10k tokens, ≥5 text messages) is kept.
@@ -154,7 +164,7 @@ describe('compaction in the foreground', () => {
     // A resumed session (a new process) rebuilds from the boundary: the pre-compaction turns are gone.
     const { session: resumed } = await open(cfg, session.sessionId);
     scripted.server.script(textReply('fourth answer'));
-    await resumed.runTurn('resumed question here', { canUseTool: policy(resumed) });
+    await resumed.runTurn('resumed question here', { boundary: ATTENDED, canUseTool: policy(resumed) });
     const resumedRequest = JSON.stringify(scripted.server.messageRequests().at(-1)!.body.messages);
     expect(resumedRequest).toContain('Working through the second topic');
     expect(resumedRequest).not.toContain('first answer about the FIRST-TOPIC');
@@ -169,7 +179,10 @@ describe('compaction in the foreground', () => {
       textReply('<summary>The user asked about two topics.</summary>'),
     ]);
     scripted.server.script(textReply('third answer'));
-    const turn = await session.runTurn('now the third question', { canUseTool: policy(session) });
+    const turn = await session.runTurn('now the third question', {
+      boundary: ATTENDED,
+      canUseTool: policy(session),
+    });
     expect(turn.compaction).toEqual({ via: 'model', reactive: false });
     expect(scripted.server.messageRequests('compact')).toHaveLength(1);
     const after = JSON.stringify(scripted.server.messageRequests().at(-1)!.body.messages);
@@ -180,11 +193,14 @@ describe('compaction in the foreground', () => {
   it('answers a prompt-too-long reply with exactly one reactive compaction and one retry', async () => {
     const { session } = await open(config());
     scripted.server.script(textReply('a'), textReply('b'));
-    await session.runTurn('first question here', { canUseTool: policy(session) });
-    await session.runTurn('second question here', { canUseTool: policy(session) });
+    await session.runTurn('first question here', { boundary: ATTENDED, canUseTool: policy(session) });
+    await session.runTurn('second question here', { boundary: ATTENDED, canUseTool: policy(session) });
     scripted.server.route('compact', isCompact, [textReply('<summary>Two questions were asked.</summary>')]);
     scripted.server.script(errors.promptTooLong(210_000, 200_000), textReply('answered after compaction'));
-    const turn = await session.runTurn('third question here', { canUseTool: policy(session) });
+    const turn = await session.runTurn('third question here', {
+      boundary: ATTENDED,
+      canUseTool: policy(session),
+    });
     expect(turn.answer).toBe('answered after compaction');
     expect(turn.compaction).toEqual({ via: 'model', reactive: true });
     // The leaf the turn reports (what extraction is enqueued for) is the transcript's last line, even after the
@@ -197,11 +213,11 @@ describe('compaction in the foreground', () => {
   it('gives a clear error when the retry after the reactive compaction is still too long', async () => {
     const { session } = await open(config());
     scripted.server.script(textReply('a'));
-    await session.runTurn('first question here', { canUseTool: policy(session) });
+    await session.runTurn('first question here', { boundary: ATTENDED, canUseTool: policy(session) });
     scripted.server.route('compact', isCompact, [textReply('<summary>One question.</summary>')]);
     scripted.server.script(errors.promptTooLong(210_000, 200_000), errors.promptTooLong(205_000, 200_000));
     const error = await session
-      .runTurn('second question here', { canUseTool: policy(session) })
+      .runTurn('second question here', { boundary: ATTENDED, canUseTool: policy(session) })
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ContextTooLongError);
     expect((error as Error).message).toContain('205,000 tokens, the maximum is 200,000');

@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createModelClient } from '@engram/agent-runtime/model/client';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
@@ -44,7 +45,7 @@ describe('memory change notice in the foreground', () => {
     );
     const canUseTool = mainAgentPolicy({ paths: session.paths, allowedTools: new Set() });
     scripted.server.script(textReply('one'), textReply('two'), textReply('three'));
-    await session.runTurn('We never mock the database in tests.', { canUseTool });
+    await session.runTurn('We never mock the database in tests.', { boundary: ATTENDED, canUseTool });
     await session.recordReceipts([
       {
         fromSeq: 0,
@@ -56,8 +57,8 @@ describe('memory change notice in the foreground', () => {
         ],
       },
     ]);
-    await session.runTurn('What next?', { canUseTool });
-    await session.runTurn('And then?', { canUseTool });
+    await session.runTurn('What next?', { boundary: ATTENDED, canUseTool });
+    await session.runTurn('And then?', { boundary: ATTENDED, canUseTool });
     const requests = scripted.server.messageRequests().map((r) => JSON.stringify(r.body.messages));
     expect(requests).toHaveLength(3);
     expect(requests[0]).not.toContain('background memory work');
@@ -102,34 +103,34 @@ describe('memory change notice in the foreground', () => {
       JSON.stringify(scripted.server.messageRequests().at(-1)?.body.messages.slice(-2));
     scripted.server.script(...Array.from({ length: 8 }, (_, i) => textReply(`reply ${i}`)));
 
-    await a.runTurn('Start.', { canUseTool });
+    await a.runTurn('Start.', { boundary: ATTENDED, canUseTool });
     await feed.record('dream', [
       { path: 'feedback_pnpm.md', action: 'updated' },
       { path: 'feedback_pnpm_again.md', action: 'deleted' },
     ]);
-    await a.runTurn('Next.', { canUseTool });
+    await a.runTurn('Next.', { boundary: ATTENDED, canUseTool });
     expect(lastRequest()).toContain(
       'changed these memory files since your last reply: feedback_pnpm.md (updated), feedback_pnpm_again.md (deleted).',
     );
-    await a.runTurn('Again.', { canUseTool });
+    await a.runTurn('Again.', { boundary: ATTENDED, canUseTool });
     expect(lastRequest()).not.toContain('background memory work');
 
     // A session opened after the consolidation loaded its result with the index: nothing to announce.
     const b = await open();
-    await b.runTurn('Hello from b.', { canUseTool });
+    await b.runTurn('Hello from b.', { boundary: ATTENDED, canUseTool });
     expect(lastRequest()).not.toContain('background memory work');
 
     // A team pull is announced to both open sessions.
     await feed.record('team-pull', [{ path: 'team/deploy.md', action: 'created' }]);
-    await a.runTurn('a again.', { canUseTool });
+    await a.runTurn('a again.', { boundary: ATTENDED, canUseTool });
     expect(lastRequest()).toContain('since your last reply: team/deploy.md (created).');
-    await b.runTurn('b again.', { canUseTool });
+    await b.runTurn('b again.', { boundary: ATTENDED, canUseTool });
     expect(lastRequest()).toContain('since your last reply: team/deploy.md (created).');
 
     // A session resumed later hears of what changed while it was away.
     await feed.record('dream', [{ path: 'project_deploy.md', action: 'updated' }]);
     const resumed = await open(a.sessionId);
-    await resumed.runTurn('Back.', { canUseTool });
+    await resumed.runTurn('Back.', { boundary: ATTENDED, canUseTool });
     expect(lastRequest()).toContain('since your last reply: project_deploy.md (updated).');
     // The transcript shows what was announced (not model-visible itself).
     const { entries } = await resumed.liveChain();

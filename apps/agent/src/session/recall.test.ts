@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createModelClient } from '@engram/agent-runtime/model/client';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import { createCompactBoundary } from '@engram/agent-runtime/transcript/chain';
 import {
   createAssistantEntry,
@@ -103,6 +104,7 @@ describe('prefetch recall in the foreground', () => {
         : textReply('Done.');
     });
     const turn = await session.runTurn('how should I write the integration tests for the billing service', {
+      boundary: ATTENDED,
       canUseTool: policy(session),
     });
     expect(turn.memory.recall).toMatchObject({
@@ -145,6 +147,7 @@ describe('prefetch recall in the foreground', () => {
     );
     // If the turn waited for recall, this would never resolve (the selector is held until after the turn).
     const turn = await session.runTurn('what do we know about the integration test setup', {
+      boundary: ATTENDED,
       canUseTool: policy(session),
     });
     release();
@@ -196,6 +199,7 @@ describe('prefetch recall in the foreground', () => {
       ++n === 1 ? { ...reply(toolUse('Glob', { pattern: '*' })), latencyMs: 300 } : textReply('ok'),
     );
     const turn = await session.runTurn('remind me why the billing rewrite is urgent', {
+      boundary: ATTENDED,
       canUseTool: policy(session),
     });
     const selectorText = JSON.stringify(server.messageRequests('selector')[0]?.body.messages ?? '');
@@ -218,7 +222,10 @@ describe('prefetch recall in the foreground', () => {
     await session.store.append([user, big]);
     server.route('selector', isSelector, [jsonReply({ selected_memories: [] })], { sticky: true });
     server.respond(() => textReply('ok'));
-    const over = await session.runTurn('does the budget stop recall now', { canUseTool: policy(session) });
+    const over = await session.runTurn('does the budget stop recall now', {
+      boundary: ATTENDED,
+      canUseTool: policy(session),
+    });
     expect(over.memory.recall).toEqual({ status: 'skipped', reason: 'over-budget' });
     expect(server.messageRequests('selector')).toHaveLength(0);
 
@@ -239,6 +246,7 @@ describe('prefetch recall in the foreground', () => {
     );
     await session.store.append([boundary, summary]);
     const after = await session.runTurn('and after compaction does recall run again', {
+      boundary: ATTENDED,
       canUseTool: policy(session),
     });
     expect(after.memory.recall.status).not.toBe('skipped');
@@ -252,6 +260,7 @@ describe('prefetch recall in the foreground', () => {
     server.route('selector', isSelector, [jsonReply({ selected_memories: [] })]);
     server.respond(() => textReply('ok'));
     await session.runTurn(`why does the deploy fail with token ${token} set`, {
+      boundary: ATTENDED,
       canUseTool: policy(session),
     });
     await waitUntil(() => server.messageRequests('selector').length === 1, 'the selector request');
@@ -263,7 +272,7 @@ describe('prefetch recall in the foreground', () => {
   it('skips single-word prompts', async () => {
     const { session } = await openSession();
     server.respond(() => textReply('hi'));
-    const turn = await session.runTurn('hello', { canUseTool: policy(session) });
+    const turn = await session.runTurn('hello', { boundary: ATTENDED, canUseTool: policy(session) });
     expect(turn.memory.recall).toEqual({ status: 'skipped', reason: 'single-word' });
   });
 });

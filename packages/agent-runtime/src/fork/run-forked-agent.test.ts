@@ -3,9 +3,10 @@ import { join, sep } from 'node:path';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
 import { describe, expect, it } from 'vitest';
-import { clientFor, useModelTestbed } from '../fixtures.test-helpers.js';
+import { clientFor, localForkBoundary, useModelTestbed } from '../fixtures.test-helpers.js';
 import { runQueryLoop } from '../loop/query-loop.js';
 import type { SystemBlock } from '../model/types.js';
+import { ATTENDED } from '../sandbox/boundary.js';
 import { MODIFIED_SINCE_READ_MESSAGE, NOT_READ_MESSAGE } from '../tools/file-state.js';
 import { defaultTools, toolDefinitions } from '../tools/registry.js';
 import { allowAll, type CanUseTool } from '../tools/tool.js';
@@ -64,6 +65,7 @@ async function runParentTurn(prompt: string) {
     canUseTool: allowAll,
     cwd: bed.dir,
     sessionId: 's1',
+    boundary: ATTENDED,
     onMessage: async (e) => void (await store.append([e])),
     onRequest: (request) =>
       saveCacheSafeParams(cacheSafeParamsPathFor(transcriptPath), {
@@ -111,6 +113,7 @@ describe('runForkedAgent', () => {
       canUseTool: memoryPolicy(memoryDir),
       maxTurns: 5,
       cwd: bed.dir,
+      boundary: localForkBoundary(bed.dir),
     });
 
     const [, parentLast, forkFirst] = bed.server.messageRequests();
@@ -167,6 +170,7 @@ describe('runForkedAgent', () => {
       canUseTool: allowAll,
       maxTurns: 1,
       cwd: bed.dir,
+      boundary: localForkBoundary(bed.dir),
     });
     const [parentFirst, , forkRequest] = bed.server.messageRequests();
     const cmp = comparePrefix(parentFirst!.body, forkRequest!.body);
@@ -204,6 +208,7 @@ describe('runForkedAgent', () => {
       canUseTool: allowAll,
       maxTurns: 1,
       cwd: bed.dir,
+      boundary: localForkBoundary(bed.dir),
     });
     const sent = bed.server.messageRequests()[0]!.body.messages;
     expect(JSON.stringify(sent)).not.toContain('old question');
@@ -233,6 +238,7 @@ describe('runForkedAgent', () => {
       canUseTool: allowAll,
       maxTurns: 3,
       cwd: bed.dir,
+      boundary: localForkBoundary(bed.dir),
     });
     const [first, second] = bed.server.messageRequests();
     expect(first!.body.tools).toEqual(parentTools);
@@ -285,6 +291,7 @@ describe('seedReadFileState', () => {
       canUseTool: allowAll,
       maxTurns: 2,
       cwd: bed.dir,
+      boundary: localForkBoundary(bed.dir),
     });
     const results = bed.server.messageRequests().at(-1)!.body.messages.at(-1)!.content as Array<
       Record<string, unknown>

@@ -1,12 +1,11 @@
 import { promises as fs } from 'node:fs';
-import type { WriteJail } from '@engram/write-jail/write-jail';
 import { type DeniedCall, type EndReason, runQueryLoop } from '../loop/query-loop.js';
 import type { ModelClient, Usage } from '../model/client.js';
 import type { StopReason, ToolResultBlock, ToolUseBlock } from '../model/types.js';
-import type { ReadBoundary } from '../sandbox/read-boundary.js';
+import type { UnattendedBoundary } from '../sandbox/boundary.js';
 import type { SandboxProbeOptions, SandboxStatus } from '../sandbox/sandbox.js';
-import { prepareUnattended, type ToolSandbox, worldReadable } from '../sandbox/unattended.js';
-import { hashContent, resolveToolPath } from '../tools/file-state.js';
+import { prepareUnattended, type ToolSandbox } from '../sandbox/unattended.js';
+import { hashContent, resolveToolPath, toolPath } from '../tools/file-state.js';
 import { defaultTools } from '../tools/registry.js';
 import { type AnyTool, type CanUseTool, ReadFileState } from '../tools/tool.js';
 import { buildChain } from '../transcript/chain.js';
@@ -54,15 +53,14 @@ export interface RunForkedAgentOptions {
    */
   extraReadFiles?: readonly string[];
   /**
-   * The directory the fork may change. Default: the `writeJail` its policy declares (memory-core's
-   * policies do), else `cwd`. A fork is never attended: its Bash always runs in the OS sandbox, or is
-   * denied where the sandbox cannot start, and its Write/Edit go through the jailed write.
+   * The fork's filesystem boundary: the directory it may change (and whether Bash may), what its tools may
+   * read, Bash's world, and an optional path alias. Required: a fork is never attended, so its Bash always
+   * runs in the OS sandbox (or is denied where the sandbox cannot start) and its Write/Edit go through the
+   * jailed write.
    */
-  jail?: WriteJail;
+  boundary: UnattendedBoundary;
   /** Sandbox probe options or a fixed status (tests); default: the process's probe (ENGRAM_SANDBOX). */
   sandboxProbe?: SandboxProbeOptions & { status?: SandboxStatus };
-  /** What the fork's Read and Write/Edit may open: a tenant's job passes its workspace and ENGRAM_HOME area. */
-  readBoundary?: ReadBoundary;
 }
 
 export interface ForkResult {
@@ -153,29 +151,22 @@ export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkR
     opts.instruction,
   );
   const readFileState = seedReadFileState(chain.live, opts.cwd);
+  const boundary = await prepareUnattended(opts.boundary, opts.sandboxProbe);
   for (const file of opts.extraReadFiles ?? []) {
-    const path = resolveToolPath(opts.cwd, file);
-    const [stat, content] = await Promise.all([fs.stat(path), fs.readFile(path)]);
-    readFileState.set(path, { mtimeMs: stat.mtimeMs, contentHash: hashContent(content) });
+    const path = toolPath({ cwd: opts.cwd, boundary }, file);
+    const [stat, content] = await Promise.all([fs.stat(path.actual), fs.readFile(path.actual)]);
+    readFileState.set(path.shown, { mtimeMs: stat.mtimeMs, contentHash: hashContent(content) });
   }
-  const unattended = await prepareUnattended({
-    tools: opts.tools ?? defaultTools(),
-    canUseTool: opts.canUseTool,
-    defaultRoot: opts.cwd,
-    readable: worldReadable(opts.readBoundary, opts.cwd),
-    ...(opts.jail ? { jail: opts.jail } : {}),
-    ...(opts.sandboxProbe ? { probe: opts.sandboxProbe } : {}),
-  });
   const result = await runQueryLoop({
     client: opts.client,
     model: opts.params.model,
     system: opts.params.system,
-    tools: unattended.tools,
+    tools: opts.tools ?? defaultTools(),
     toolDefinitions: opts.params.tools,
     maxTokens: opts.params.maxTokens,
     messages: [...chain.live, instruction],
     ...(opts.params.userContext !== undefined ? { userContext: opts.params.userContext } : {}),
-    canUseTool: unattended.canUseTool,
+    canUseTool: opts.canUseTool,
     maxTurns: opts.maxTurns,
     ...(opts.signal ? { signal: opts.signal } : {}),
     cwd: opts.cwd,
@@ -184,7 +175,7 @@ export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkR
     ...(opts.toolResultsDir ? { toolResultsDir: opts.toolResultsDir } : {}),
     ...(opts.env ? { env: opts.env } : {}),
     ...(opts.fileModes ? { fileModes: opts.fileModes } : {}),
-    ...(opts.readBoundary ? { readBoundary: opts.readBoundary } : {}),
+    boundary,
     ...(opts.onMessage ? { onMessage: opts.onMessage } : {}),
   });
   return {
@@ -195,6 +186,6 @@ export async function runForkedAgent(opts: RunForkedAgentOptions): Promise<ForkR
     stopReason: result.stopReason,
     writtenPaths: collectWrittenPaths(result.newMessages, opts.cwd),
     deniedCalls: result.deniedCalls,
-    sandbox: unattended.sandbox,
+    sandbox: boundary.sandbox,
   };
 }

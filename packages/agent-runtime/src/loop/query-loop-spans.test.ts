@@ -6,6 +6,7 @@ import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
 import { InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { useModelTestbed } from '../fixtures.test-helpers.js';
+import { ATTENDED } from '../sandbox/boundary.js';
 import { defaultTools } from '../tools/registry.js';
 import type { CanUseTool } from '../tools/tool.js';
 import { createUserEntry } from '../transcript/entry.js';
@@ -55,6 +56,7 @@ describe('runQueryLoop: execute_tool spans', () => {
           canUseTool: refuseWrites,
           cwd: bed.dir,
           sessionId: 's1',
+          boundary: ATTENDED,
         }),
       ),
     );

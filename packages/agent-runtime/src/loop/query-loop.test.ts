@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { useModelTestbed } from '../fixtures.test-helpers.js';
 import type { SystemBlock } from '../model/types.js';
+import { ATTENDED } from '../sandbox/boundary.js';
 import { defaultTools } from '../tools/registry.js';
 import { allowAll, type CanUseTool, defineTool } from '../tools/tool.js';
 import { buildChain } from '../transcript/chain.js';
@@ -30,6 +31,7 @@ function options(prompt: string, extra: Partial<QueryLoopOptions> = {}): QueryLo
     canUseTool: allowAll,
     cwd: bed.dir,
     sessionId: 's1',
+    boundary: ATTENDED,
     ...extra,
   };
 }

@@ -10,8 +10,7 @@ import type {
   ToolResultBlock,
   ToolUseBlock,
 } from '../model/types.js';
-import type { ReadBoundary } from '../sandbox/read-boundary.js';
-import { sandboxForJailedPolicy } from '../sandbox/unattended.js';
+import { gatedPolicy, type ToolBoundary } from '../sandbox/unattended.js';
 import { applyToolResultBudget } from '../tool-results/storage.js';
 import { toolDefinitions } from '../tools/registry.js';
 import {
@@ -94,8 +93,12 @@ export interface QueryLoopOptions {
   toolResultsDir?: string;
   env?: NodeJS.ProcessEnv;
   fileModes?: { file: number; dir: number };
-  /** What the tools may read (sandbox/read-boundary.ts); a job with a tenant passes its workspace and area. */
-  readBoundary?: ReadBoundary;
+  /**
+   * The run's filesystem boundary, in every tool's context: an unattended run's, prepared
+   * (`prepareUnattended`: jail, read boundary, Bash's sandbox), or `ATTENDED` where a person approves each call.
+   * Required: a run that forgot its boundary does not compile.
+   */
+  boundary: ToolBoundary;
   /** Before every model call: attachments to inject (e.g. a finished recall's memories). */
   beforeModelCall?: (
     state: QueryLoopState,
@@ -148,9 +151,9 @@ interface CallOutcome {
   denied?: DeniedCall;
 }
 
-export async function runQueryLoop(options: QueryLoopOptions): Promise<QueryLoopResult> {
-  // A policy that declares a write jail belongs to an unattended agent: its tools run in the OS sandbox.
-  const opts = await sandboxForJailedPolicy(options);
+export async function runQueryLoop(opts: QueryLoopOptions): Promise<QueryLoopResult> {
+  // Unattended: Bash is denied at permission time, with the reason, where its sandbox cannot start.
+  const canUseTool = gatedPolicy(opts.canUseTool, opts.boundary);
   const messages: TranscriptEntry[] = [...opts.messages];
   const newMessages: ChainEntry[] = [];
   const deniedCalls: DeniedCall[] = [];
@@ -248,7 +251,7 @@ export async function runQueryLoop(options: QueryLoopOptions): Promise<QueryLoop
 
     const outcomes = await runToolCalls(calls, {
       toolsByName,
-      canUseTool: opts.canUseTool,
+      canUseTool,
       ctxFor: (toolUseId) => ({
         cwd: opts.cwd,
         readFileState,
@@ -256,7 +259,7 @@ export async function runQueryLoop(options: QueryLoopOptions): Promise<QueryLoop
         ...(opts.signal ? { signal: opts.signal } : {}),
         ...(opts.env ? { env: opts.env } : {}),
         ...(opts.fileModes ? { fileModes: opts.fileModes } : {}),
-        ...(opts.readBoundary ? { readBoundary: opts.readBoundary } : {}),
+        boundary: opts.boundary,
       }),
       ...(opts.signal ? { signal: opts.signal } : {}),
       ...(opts.toolResultsDir ? { toolResultsDir: opts.toolResultsDir } : {}),

@@ -3,9 +3,8 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { comparePrefix } from '@engram/testkit/prefix';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
-import { withWriteJail } from '@engram/write-jail/write-jail';
 import { describe, expect, it } from 'vitest';
-import { useModelTestbed } from '../fixtures.test-helpers.js';
+import { localForkBoundary, useModelTestbed } from '../fixtures.test-helpers.js';
 import {
   cacheSafeParamsPathFor,
   loadCacheSafeParams,
@@ -18,7 +17,9 @@ import { allowAll } from '../tools/tool.js';
 import { buildChain } from '../transcript/chain.js';
 import { createUserEntry } from '../transcript/entry.js';
 import { TranscriptStore } from '../transcript/store.js';
+import { ATTENDED } from './boundary.js';
 import { rootsBoundary } from './read-boundary.js';
+import { prepareUnattended } from './unattended.js';
 
 // A fork end to end (scripted model, real SDK): its Bash runs in the OS sandbox whatever its policy lets
 // through, and where the sandbox is unavailable Bash is denied with the reason while the request keeps the
@@ -43,6 +44,7 @@ async function parentTurn() {
     canUseTool: allowAll,
     cwd: bed.dir,
     sessionId: 's1',
+    boundary: ATTENDED,
     onMessage: async (e) => void (await store.append([e])),
     onRequest: (request) =>
       saveCacheSafeParams(cacheSafeParamsPathFor(transcriptPath), {
@@ -67,9 +69,10 @@ async function forkOf(
     transcriptPath: parent.transcriptPath,
     leafUuid: parent.leafUuid,
     instruction: 'Save what is worth remembering.',
-    canUseTool: withWriteJail(allowAll, { root: mem }),
+    canUseTool: allowAll,
     maxTurns: 3,
     cwd: mem,
+    boundary: localForkBoundary(mem),
     ...extra,
   });
 }
@@ -135,8 +138,10 @@ describe('a fork in the OS sandbox', () => {
     );
     process.env.ENGRAM_TEST_FORK_SECRET = 'FORK-WORKER-SECRET';
     try {
+      // A tenant's job states its read boundary's roots as Bash's world (job-paths.ts `jobBoundary`).
+      const read = await rootsBoundary([homeA, join(bed.dir, 'ws/a')]);
       await forkOf(parent, memA, {
-        readBoundary: await rootsBoundary([homeA, join(bed.dir, 'ws/a')]),
+        boundary: { ...localForkBoundary(memA), read, world: read.kind === 'roots' ? read.roots : [] },
       });
     } finally {
       delete process.env.ENGRAM_TEST_FORK_SECRET;
@@ -182,7 +187,7 @@ describe('a fork in the OS sandbox', () => {
     expect(fork.writtenPaths).toEqual([join(mem, 'pnpm.md')]);
   });
 
-  it('a caller handing a jailed policy to runQueryLoop directly gets the sandbox too', async () => {
+  it('a caller handing an unattended boundary to runQueryLoop directly gets the sandbox too', async () => {
     const mem = join(bed.dir, 'memory');
     await mkdir(mem, { recursive: true });
     bed.server.script(
@@ -196,9 +201,10 @@ describe('a fork in the OS sandbox', () => {
       tools: defaultTools(),
       maxTokens: 4_096,
       messages: [createUserEntry({ sessionId: 'd1', cwd: mem, parentUuid: null }, 'go')],
-      canUseTool: withWriteJail(allowAll, { root: mem }),
+      canUseTool: allowAll,
       cwd: mem,
       sessionId: 'd1',
+      boundary: await prepareUnattended(localForkBoundary(mem)),
     });
     expect(existsSync(join(mem, 'x.md'))).toBe(false);
     const results = bed.server.messageRequests()[1]!.body.messages.at(-1)!.content as Array<

@@ -10,8 +10,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeTempDir } from '../fixtures.test-helpers.js';
-import { ReadFileState } from '../tools/tool.js';
+import { makeTempDir, sandboxContext } from '../fixtures.test-helpers.js';
 import { writeTool } from '../tools/write.js';
 import { type JailedWriteError, writeFileJailed } from './jailed-write.js';
 import { createToolSandbox } from './unattended.js';
@@ -69,8 +68,8 @@ describe('writeFileJailed', () => {
 
   it('lands nothing outside while a symlink is flipped in a loop during 400 writes through the Write tool', async () => {
     const { mem, outside } = await layout();
-    const sandbox = await createToolSandbox({ root: mem });
-    const ctx = { cwd: mem, readFileState: new ReadFileState(), toolUseId: 't', sandbox };
+    const sandbox = await createToolSandbox({ root: mem, bash: 'read-only' });
+    const ctx = sandboxContext(sandbox, mem);
     // Another process swaps mem/sub between a real directory and a link to outside/, and mem/f.md between
     // a regular file and a link to outside/target.md, as fast as it can.
     const flipper = spawn(

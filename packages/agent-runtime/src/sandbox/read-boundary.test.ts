@@ -3,8 +3,9 @@ import { promises as fs } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readBoundedContext } from '../fixtures.test-helpers.js';
 import { readTool } from '../tools/read.js';
-import { ReadFileState, type ToolContext, ToolError } from '../tools/tool.js';
+import { type ToolContext, ToolError } from '../tools/tool.js';
 import { writeTool } from '../tools/write.js';
 import {
   insideBoundary,
@@ -34,12 +35,7 @@ afterAll(async () => {
   await fs.rm(base, { recursive: true, force: true });
 });
 
-const ctxFor = (readBoundary?: ReadBoundary): ToolContext => ({
-  cwd: mine,
-  readFileState: new ReadFileState(),
-  toolUseId: 't',
-  ...(readBoundary ? { readBoundary } : {}),
-});
+const ctxFor = (readBoundary?: ReadBoundary): ToolContext => readBoundedContext(mine, readBoundary);
 
 async function codeOf(p: Promise<unknown>): Promise<string> {
   try {

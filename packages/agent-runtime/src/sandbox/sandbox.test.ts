@@ -1,11 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { declaredWriteJail, withWriteJail } from '@engram/write-jail/write-jail';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeTempDir } from '../fixtures.test-helpers.js';
+import { localForkBoundary, makeTempDir, sandboxContext } from '../fixtures.test-helpers.js';
 import { bashTool } from '../tools/bash.js';
-import { defaultTools } from '../tools/registry.js';
 import { allowAll, ReadFileState } from '../tools/tool.js';
 import { DEFAULT_PATH, SANDBOX_HOME, sandboxEnvironment, sanitizePath } from './environment.js';
 import { detectProcessLimit } from './process-limit.js';
@@ -17,8 +15,14 @@ import {
   SandboxUnavailableError,
   sandboxStatus,
 } from './sandbox.js';
+import { JAIL_ROOT_FD, JAIL_SECCOMP_FD, searchJailInvocation } from './search-jail.js';
 import { buildSeccompFilter } from './seccomp.js';
-import { createToolSandbox, prepareUnattended, SANDBOX_UNAVAILABLE_REASON } from './unattended.js';
+import {
+  createToolSandbox,
+  gatedPolicy,
+  prepareUnattended,
+  SANDBOX_UNAVAILABLE_REASON,
+} from './unattended.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -197,6 +201,41 @@ describe('the bubblewrap invocation', () => {
     ]);
   });
 
+  it("binds an alias's directory at its visible path, after the directories it lies in, and never at its own", () => {
+    const limits = { maxProcesses: 32, memoryMb: 512, cpuSeconds: 10, fileMb: 8 };
+    const world = (writable: boolean) =>
+      bwrapInvocation(
+        '/usr/bin/bwrap',
+        {
+          cwd: '/h/mem',
+          readable: ['/h'],
+          writable: [],
+          aliases: [{ visible: '/h/mem', actual: '/h/mem/.staging/j', writable }],
+        },
+        { limits },
+      ).args.join(' ');
+    expect(world(false)).toContain('--ro-bind /h /h --ro-bind /h/mem/.staging/j /h/mem --remount-ro /');
+    expect(world(true)).toContain('--ro-bind /h /h --bind /h/mem/.staging/j /h/mem --remount-ro /');
+    expect(world(false)).not.toMatch(/ \/h\/mem\/\.staging\/j \/h\/mem\/\.staging/);
+  });
+
+  it("builds Grep's search jail from the same builder: the system directories, rg and the held root, nothing else", () => {
+    const { file, args, seccomp } = searchJailInvocation('/usr/bin/bwrap', process.execPath);
+    expect(file).toBe('/usr/bin/bwrap');
+    const joined = args.join(' ');
+    expect(
+      joined.startsWith('--die-with-parent --new-session --unshare-all --cap-drop ALL --clearenv '),
+    ).toBe(true);
+    expect(joined).toMatch(/--(ro-bind \/usr \/usr|symlink \S+ \/usr)/);
+    expect(joined).toContain(`--ro-bind ${process.execPath} /engram-rg --ro-bind-fd ${JAIL_ROOT_FD} /search`);
+    expect(joined.endsWith(`--remount-ro / --chdir / --seccomp ${JAIL_SECCOMP_FD} -- /engram-rg`)).toBe(true);
+    // No shell's needs: no /etc, /dev, /proc, /tmp or HOME, no limits prefix.
+    expect(joined).not.toMatch(/\/etc\/|--dev|--proc|--tmpfs|\/bin\/bash|ulimit/);
+    expect(seccomp.equals(bwrapInvocation('/b', { cwd: '/w', readable: ['/w'], writable: [] }).seccomp)).toBe(
+      true,
+    );
+  });
+
   it('refuses a world that is not absolute directories, or a cwd outside it', () => {
     const limits = { maxProcesses: 32, memoryMb: 512, cpuSeconds: 10, fileMb: 8 };
     expect(() => bwrapInvocation('/b', { cwd: '/w', readable: ['/'], writable: [] }, { limits })).toThrow(
@@ -212,50 +251,55 @@ describe('the bubblewrap invocation', () => {
 });
 
 describe('prepareUnattended', () => {
-  it('keeps the tool list (names and definitions) and denies Bash at permission time when the sandbox is unavailable', async () => {
+  it("denies Bash at permission time when the sandbox is unavailable; the tools stay the caller's own", async () => {
     const root = await tempDir();
-    const tools = defaultTools();
-    const off = await prepareUnattended({
-      tools,
-      canUseTool: allowAll,
-      defaultRoot: root,
-      probe: { env: { ENGRAM_SANDBOX: 'off' } },
-    });
-    expect(off.tools.map((t) => t.definition())).toEqual(tools.map((t) => t.definition()));
-    const decision = await off.canUseTool(bashTool, { command: 'ls' });
+    const off = await prepareUnattended(localForkBoundary(root), { env: { ENGRAM_SANDBOX: 'off' } });
+    // Nothing wraps the tools (so their names and definitions, and the prompt cache, are the caller's): the
+    // boundary is in every call's context instead.
+    expect(off).toMatchObject({ kind: 'unattended', sandbox: { status: { available: false } } });
+    const policy = gatedPolicy(allowAll, off);
+    const decision = await policy(bashTool, { command: 'ls' });
     expect(decision).toMatchObject({ behavior: 'deny', reason: SANDBOX_UNAVAILABLE_REASON });
     expect(decision.behavior === 'deny' && decision.message).toContain('disabled by ENGRAM_SANDBOX=off');
-    expect(await off.canUseTool({ name: 'Read' }, { file_path: '/etc/hostname' })).toEqual({
+    expect(await policy({ name: 'Read' }, { file_path: '/etc/hostname' })).toEqual({
       behavior: 'allow',
     });
     // Called anyway (a caller that skipped the gate): the tool itself refuses.
-    const bash = off.tools.find((t) => t.name === 'Bash')!;
     await expect(
-      bash.call({ command: 'ls' }, { cwd: root, readFileState: new ReadFileState(), toolUseId: 't' }),
+      bashTool.call(
+        { command: 'ls' },
+        { cwd: root, readFileState: new ReadFileState(), toolUseId: 't', boundary: off },
+      ),
     ).rejects.toMatchObject({ code: 'SANDBOX_UNAVAILABLE' });
   });
 
   it('refuses to start where the sandbox is required and cannot start', async () => {
     const root = await tempDir();
     await expect(
-      prepareUnattended({
-        tools: defaultTools(),
-        canUseTool: allowAll,
-        defaultRoot: root,
-        probe: { env: { ENGRAM_SANDBOX: 'require' }, bwrapPath: '/nonexistent/bwrap' },
+      prepareUnattended(localForkBoundary(root), {
+        env: { ENGRAM_SANDBOX: 'require' },
+        bwrapPath: '/nonexistent/bwrap',
       }),
     ).rejects.toBeInstanceOf(SandboxUnavailableError);
   });
 
-  it("takes the jail a policy declares, over the caller's default", async () => {
+  it('takes the jail its boundary states (a policy declares nothing), with Bash read-only unless granted', async () => {
     const root = await tempDir();
     const jailRoot = join(root, 'jail');
-    const policy = withWriteJail(async () => ({ behavior: 'allow' as const }), { root: jailRoot });
-    expect(declaredWriteJail(policy)).toEqual({ root: jailRoot, bash: 'read-only' });
-    expect(declaredWriteJail(allowAll)).toBeUndefined();
-    const prepared = await prepareUnattended({ tools: [], canUseTool: policy, defaultRoot: root });
+    const prepared = await prepareUnattended({
+      ...localForkBoundary(root),
+      jail: { root: jailRoot, bash: 'read-only' },
+    });
     expect(prepared.sandbox.writableRoot).toBe(jailRoot);
     expect(prepared.sandbox.bashWritesRoot).toBe(false);
+    expect(prepared.writeRoots).toEqual([jailRoot]);
+    expect(prepared.read).toEqual(localForkBoundary(root).read);
+    const granted = await prepareUnattended({
+      ...localForkBoundary(root),
+      jail: { root: jailRoot, bash: 'write-root', alsoWritable: [join(root, 'also')] },
+    });
+    expect(granted.sandbox.bashWritesRoot).toBe(true);
+    expect(granted.writeRoots).toEqual([jailRoot, join(root, 'also')]);
   });
 });
 
@@ -264,12 +308,9 @@ describe('Bash in the sandbox', () => {
     const root = await tempDir();
     mkdirSync(join(root, 'mem'));
     writeFileSync(join(root, 'mem', 'a.md'), 'hello\n');
-    const run = async (command: string, bash?: 'write-root') => {
-      const sandbox = await createToolSandbox({ root: join(root, 'mem'), ...(bash ? { bash } : {}) });
-      return bashTool.call(
-        { command },
-        { cwd: join(root, 'mem'), readFileState: new ReadFileState(), toolUseId: 't', sandbox },
-      );
+    const run = async (command: string, bash: 'read-only' | 'write-root' = 'read-only') => {
+      const sandbox = await createToolSandbox({ root: join(root, 'mem'), bash });
+      return bashTool.call({ command }, sandboxContext(sandbox, join(root, 'mem')));
     };
     expect((await run('cat a.md; echo $HOME; ls -A $HOME | wc -l')).content).toBe(
       `hello\n${SANDBOX_HOME}\n0`,
@@ -329,12 +370,11 @@ describe("Bash sees only its world: the system, the job's directories, nothing o
     cleanups.push(async () => void delete process.env.ENGRAM_TEST_WORKER_SECRET);
     // A tenant's memory fork: writes (Write/Edit) below its memory dir; Bash reads its workspace and its area.
     const sandbox = await createToolSandbox(
-      { root: host.acmeMem },
+      { root: host.acmeMem, bash: 'read-only' },
       { readable: [host.acmeWs, host.acmeHome] },
     );
     const run = async (command: string, cwd = host.acmeWs) =>
-      (await bashTool.call({ command }, { cwd, readFileState: new ReadFileState(), toolUseId: 't', sandbox }))
-        .content;
+      (await bashTool.call({ command }, sandboxContext(sandbox, cwd))).content;
     const b = host.base;
     for (const path of [
       'operator/.claude/CLAUDE.md',
@@ -387,10 +427,7 @@ describe('limits on sandboxed commands', () => {
     const root = await tempDir();
     const sandbox = await createToolSandbox({ root, bash: 'write-root' }, { readable: [root], limits });
     return (command: string, timeout?: number) =>
-      bashTool.call(
-        { command, ...(timeout ? { timeout } : {}) },
-        { cwd: root, readFileState: new ReadFileState(), toolUseId: 't', sandbox },
-      );
+      bashTool.call({ command, ...(timeout ? { timeout } : {}) }, sandboxContext(sandbox, root));
   }
 
   it('a fork bomb ends at the command timeout, bounded by the process limit, and the next call runs at once', async () => {

@@ -7,9 +7,9 @@ import { SANDBOX_HOME, sandboxEnvironment } from './environment.js';
 import { commandCgroup, detectProcessLimit, type ProcessLimit } from './process-limit.js';
 import { buildSeccompFilter, seccompSupported } from './seccomp.js';
 
-// The OS sandbox for tool calls no person approves (memory forks, served turns; any unattended agent):
-// bubblewrap showing the command only its world (the system directories, an allow-list of /etc, and the
-// directories its caller names: `SandboxWorld`), no network, a private /tmp, an empty HOME, an allowlisted
+// The OS sandbox for tool calls no person approves (memory forks, served turns; any unattended agent) and for
+// Grep's rg (search-jail.ts): bubblewrap showing the command only its world (the system directories, an
+// allow-list of /etc, and the directories its caller names: `SandboxWorld`; a program's narrower `ProgramWorld`), no network, a private /tmp, an empty HOME, an allowlisted
 // environment, no capabilities, a new PID namespace, a seccomp filter against Unix sockets and per-command
 // limits (processes, memory, CPU time, file size: ENGRAM_SANDBOX_*). Whether it can start is decided once per process by a probe that runs the real invocation;
 // where it cannot, callers fail closed (unattended agents get no Bash; see unattended.ts).
@@ -196,22 +196,40 @@ export function describeSandbox(status: SandboxStatus): string {
 /**
  * Everything a sandboxed command sees besides the system directories: its world, stated by the caller. Nothing
  * else of the host is mounted (no `/root`, no `/home`, no ENGRAM_HOME beyond what is listed, no other
- * workspace): the sandbox is an allow-list, built here once for forks and served Bash alike.
+ * workspace): the sandbox is an allow-list, built here once for forks, served Bash and Grep's rg alike.
  */
 export interface SandboxWorld {
-  /** Working directory inside the sandbox: must be inside `readable` or `writable`. */
+  /** A shell's world (the default): what Bash and `engram sandbox` run in. */
+  kind?: 'shell';
+  /** Working directory inside the sandbox: must be inside `readable`, `writable` or an alias's `visible`. */
   cwd: string;
   /** Directories bound read-only (real paths). */
   readable: readonly string[];
   /** Directories bound read-write (real paths). */
   writable: readonly string[];
+  /** Directories bound at another path (`actual` at `visible`: a staged fork's copy at the live path). */
+  aliases?: readonly { visible: string; actual: string; writable: boolean }[];
+}
+
+/**
+ * One program's world, without a shell (Grep's rg in the search jail): the system directories only (no /etc,
+ * /dev, /proc or /tmp: a program that needs none of them), the program bound read-only at `program.at`, and
+ * directories handed over as descriptors of the child (`--ro-bind-fd`: the inode the caller judged, whatever
+ * its name points at by now), no environment. No limits: the caller bounds the program's time and output.
+ */
+export interface ProgramWorld {
+  kind: 'program';
+  program: { path: string; at: string };
+  /** Child descriptors bound read-only at a path. */
+  descriptors: readonly { fd: number; at: string }[];
+  cwd: string;
 }
 
 /** How a process-count limit holds on this host (see `processLimitBackend`). */
 export type ProcessLimitBackend = 'rlimit' | 'cgroup' | 'none';
 
 export interface BwrapOptions {
-  /** Default: from ENGRAM_SANDBOX_* (`parseSandboxLimits`). */
+  /** Default: from ENGRAM_SANDBOX_* (`parseSandboxLimits`). A shell's world only. */
   limits?: SandboxLimits;
   /**
    * A pids cgroup's `cgroup.procs` to enter before bwrap starts (root workers, where RLIMIT_NPROC does not
@@ -222,7 +240,10 @@ export interface BwrapOptions {
 
 export interface BwrapInvocation {
   file: string;
-  /** Arguments up to and including the limits prefix; append the command and its arguments. */
+  /**
+   * Arguments up to and including the limits prefix (a shell's world) or the program (a program's world);
+   * append the command and its arguments.
+   */
   args: string[];
   /** The seccomp program, to be written to the child's fd 3 (`--seccomp 3`). */
   seccomp: Buffer;
@@ -230,12 +251,18 @@ export interface BwrapInvocation {
   release?: () => Promise<void>;
 }
 
+/** The child's descriptor that carries the seccomp program. */
+export const SECCOMP_FD = 3;
+
 function isUnder(path: string, dir: string): boolean {
   const rel = relative(dir, path);
   return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
 }
 
-/** System directories a command needs: bound read-only when a directory, recreated when a symlink (merged /usr). */
+/**
+ * The system directories, for every world: bound read-only when a directory, recreated when a symlink
+ * (merged /usr). A program needs its libraries, a shell its tools; none of them holds the host's data.
+ */
 const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib64', '/lib32', '/libx32'];
 /**
  * The part of /etc a shell and its tools need: the dynamic loader's cache and configuration, name-service
@@ -268,13 +295,23 @@ function systemMountArgs(): string[] {
     if (st.isSymbolicLink()) args.push('--symlink', readlinkSync(dir), dir);
     else if (st.isDirectory()) args.push('--ro-bind', dir, dir);
   }
+  systemMounts = args;
+  return args;
+}
+
+let etcMounts: string[] | undefined;
+function etcMountArgs(): string[] {
+  if (etcMounts) return etcMounts;
+  const args: string[] = [];
   for (const name of SANDBOX_ETC) {
     const path = `/etc/${name}`;
     if (existsSync(path)) args.push('--ro-bind', path, path);
   }
-  systemMounts = args;
+  etcMounts = args;
   return args;
 }
+
+let seccompFilter: Buffer | undefined;
 
 /**
  * `ulimit` (bash) for the limits: processes, address space (KiB), file size (KiB blocks), no core files, and
@@ -287,82 +324,98 @@ function ulimitLine(limits: SandboxLimits): string {
   );
 }
 
+/** A shell world's own mounts: its directories and aliases, parents before children. */
+function worldMountArgs(world: SandboxWorld): string[] {
+  const mounts = [
+    ...world.readable
+      .filter((p) => !world.writable.includes(p))
+      .map((p) => ({ from: p, at: p, flag: '--ro-bind', alias: false })),
+    ...world.writable.map((p) => ({ from: p, at: p, flag: '--bind', alias: false })),
+    ...(world.aliases ?? []).map((a) => ({
+      from: a.actual,
+      at: a.visible,
+      flag: a.writable ? '--bind' : '--ro-bind',
+      alias: true,
+    })),
+  ];
+  for (const { from, at } of mounts) {
+    for (const p of [from, at]) {
+      if (!isAbsolute(p) || p === '/' || p.includes('\0')) {
+        throw new Error(`sandbox world: ${JSON.stringify(p)} is not an absolute directory other than /`);
+      }
+    }
+  }
+  // Parents before children (a writable directory inside a readable one stays writable, and the reverse);
+  // an alias after a directory of the same depth, so it covers it.
+  const depth = (p: string) => p.split(sep).length;
+  mounts.sort((a, b) => depth(a.at) - depth(b.at) || Number(a.alias) - Number(b.alias));
+  if (!mounts.some(({ at }) => isUnder(world.cwd, at))) {
+    throw new Error(`sandbox world: the working directory ${world.cwd} is outside its directories`);
+  }
+  const args: string[] = [];
+  const seen = new Set<string>();
+  for (const { from, at, flag } of mounts) {
+    if (seen.has(at)) continue;
+    seen.add(at);
+    args.push(flag, from, at);
+  }
+  return args;
+}
+
 /**
- * The bubblewrap command line for `world`. The root is an empty tmpfs; on it: the system directories
- * read-only, the /etc allow-list, a minimal /dev, the /proc of the command's own PID namespace, a private
- * /tmp (sized to the file limit) with an empty HOME, then the world's readable and writable directories
- * (parents before children, so a writable directory inside a readable one stays writable). After `--`, bash
- * applies the limits (`ulimit`, inside the new user namespace, so RLIMIT_NPROC counts this sandbox's
- * processes only) and execs the command.
+ * The bubblewrap command line for `world`: the one place a sandbox's argv is built. Every world shares
+ * nothing with the host (`--unshare-all`: user, PID, network, IPC, UTS, cgroup namespaces), keeps no
+ * capabilities, dies with its parent, starts a new session, mounts the system directories read-only on an
+ * empty root that is made read-only once everything is mounted, and runs under the seccomp filter (fd 3).
+ *
+ * A shell's world adds the /etc allow-list, a minimal /dev, the /proc of the command's own PID namespace, a
+ * private /tmp (sized to the file limit) with an empty HOME, then the world's readable and writable
+ * directories and aliases (parents before children); after `--`, bash applies the limits (`ulimit`, inside
+ * the new user namespace, so RLIMIT_NPROC counts this sandbox's processes only) and execs the command.
+ * A program's world adds only the program and its descriptors, and runs the program itself.
  */
 export function bwrapInvocation(
   bwrapPath: string,
-  world: SandboxWorld,
+  world: SandboxWorld | ProgramWorld,
   opts: BwrapOptions = {},
 ): BwrapInvocation {
-  const limits = opts.limits ?? parseSandboxLimits();
-  const args = [
-    '--die-with-parent',
-    '--new-session',
-    '--unshare-all',
-    '--cap-drop',
-    'ALL',
-    ...systemMountArgs(),
-    '--dev',
-    '/dev',
-    '--proc',
-    '/proc',
-    '--size',
-    String(limits.fileMb * 1024 * 1024),
-    '--tmpfs',
-    '/tmp',
-    '--dir',
-    SANDBOX_HOME,
-  ];
-  const mounts = [
-    ...world.readable.filter((p) => !world.writable.includes(p)).map((p) => ({ p, flag: '--ro-bind' })),
-    ...world.writable.map((p) => ({ p, flag: '--bind' })),
-  ];
-  for (const { p } of mounts) {
-    if (!isAbsolute(p) || p === '/' || p.includes('\0')) {
-      throw new Error(`sandbox world: ${JSON.stringify(p)} is not an absolute directory other than /`);
-    }
-  }
-  // Parents before children (a writable directory inside a readable one stays writable, and the reverse).
-  const depth = (p: string) => p.split(sep).length;
-  mounts.sort((a, b) => depth(a.p) - depth(b.p));
-  const seen = new Set<string>();
-  for (const { p, flag } of mounts) {
-    if (seen.has(p)) continue;
-    seen.add(p);
-    args.push(flag, p, p);
-  }
-  if (!mounts.some(({ p }) => isUnder(world.cwd, p))) {
-    throw new Error(`sandbox world: the working directory ${world.cwd} is outside its directories`);
+  const args = ['--die-with-parent', '--new-session', '--unshare-all', '--cap-drop', 'ALL'];
+  if (world.kind === 'program') args.push('--clearenv');
+  args.push(...systemMountArgs());
+  let run: string[];
+  if (world.kind === 'program') {
+    args.push('--ro-bind', world.program.path, world.program.at);
+    for (const { fd, at } of world.descriptors) args.push('--ro-bind-fd', String(fd), at);
+    run = [world.program.at];
+  } else {
+    const limits = opts.limits ?? parseSandboxLimits();
+    args.push(
+      ...etcMountArgs(),
+      '--dev',
+      '/dev',
+      '--proc',
+      '/proc',
+      '--size',
+      String(limits.fileMb * 1024 * 1024),
+      '--tmpfs',
+      '/tmp',
+      '--dir',
+      SANDBOX_HOME,
+      ...worldMountArgs(world),
+    );
+    run = ['/bin/bash', '-c', ulimitLine(limits), 'engram-limits'];
   }
   // The root tmpfs bwrap builds on is writable (and in RAM): made read-only once everything is mounted.
-  args.push(
-    '--remount-ro',
-    '/',
-    '--chdir',
-    world.cwd,
-    '--seccomp',
-    '3',
-    '--',
-    '/bin/bash',
-    '-c',
-    ulimitLine(limits),
-    'engram-limits',
-  );
-  const seccomp = buildSeccompFilter();
+  args.push('--remount-ro', '/', '--chdir', world.cwd, '--seccomp', String(SECCOMP_FD), '--', ...run);
+  seccompFilter ??= buildSeccompFilter();
   if (opts.cgroupProcs) {
     return {
       file: '/bin/sh',
       args: ['-c', 'echo $$ > "$0" || exit 125; exec "$@"', opts.cgroupProcs, bwrapPath, ...args],
-      seccomp,
+      seccomp: seccompFilter,
     };
   }
-  return { file: bwrapPath, args, seccomp };
+  return { file: bwrapPath, args, seccomp: seccompFilter };
 }
 
 interface Captured {

@@ -5,8 +5,9 @@ import {
   SANDBOX_LIMIT_SETTINGS,
   type SandboxLimits,
 } from '@engram/config/sandbox-limits';
-import { declaredWriteJail, type WriteJail } from '@engram/write-jail/write-jail';
-import type { AnyTool, CanUseTool, PermissionDecision, ToolContext } from '../tools/tool.js';
+import { EngramError } from '@engram/errors/engram-error';
+import type { CanUseTool, PermissionDecision } from '../tools/tool.js';
+import type { AttendedBoundary, PathAlias, RunBoundary, UnattendedBoundary, WriteJail } from './boundary.js';
 import { commandCgroup } from './process-limit.js';
 import type { ReadBoundary } from './read-boundary.js';
 import {
@@ -19,19 +20,18 @@ import {
   sandboxStatus,
 } from './sandbox.js';
 
-// How a tool call that no person approves gets its boundary. A caller (a memory fork, a served turn) hands
-// its tools and its permission policy to `prepareUnattended`; what comes back is the same tool list — same
-// names, same definitions, so the prompt cache is shared — whose Bash runs in the OS sandbox and whose
-// Write/Edit land through the jailed write, and a policy that denies Bash, with the reason, when the
-// sandbox cannot start on this host. The permission policy stays the first filter; this is the boundary.
-// The directory that may change is the `WriteJail` the policy declares (`@engram/write-jail`: memory-core's
-// policies declare it, any policy can; `bash: 'read-only'`, the default, keeps it read-only to Bash too).
+// How a tool call that no person approves gets its boundary. The caller states it as plain configuration
+// (`UnattendedBoundary`, boundary.ts: the write jail, the read boundary, Bash's world, an optional path alias);
+// `prepareUnattended` resolves it once per run into what every tool sees in its context
+// (`ToolContext.boundary`): Bash runs in the OS sandbox, Write/Edit land through the jailed write, Read, Grep
+// and Glob open only what the read boundary admits. The query loop denies Bash at permission time, with the
+// reason, where the sandbox cannot start (`gatedPolicy`). The permission policy stays the first filter.
 
-/** The sandbox a tool sees in its context (`ToolContext.sandbox`). */
+/** Bash's sandbox (`PreparedBoundary.sandbox`). */
 export interface ToolSandbox {
-  /** Real path of the one directory writes may land in. */
+  /** Real path of the jail root: the one directory Bash may write, when `bashWritesRoot`. */
   writableRoot: string;
-  /** Whether Bash may write `writableRoot` (default: no). */
+  /** Whether Bash may write `writableRoot` (`WriteJail.bash: 'write-root'`). */
   bashWritesRoot: boolean;
   /**
    * The rest of Bash's world: directories it may read (real paths; `writableRoot` is always visible). Nothing
@@ -41,6 +41,42 @@ export interface ToolSandbox {
   /** Per-command limits (ENGRAM_SANDBOX_*). */
   limits: SandboxLimits;
   status: SandboxStatus;
+}
+
+/** An unattended run's boundary as its tools see it (`ToolContext.boundary`), from `prepareUnattended`. */
+export interface PreparedBoundary {
+  kind: 'unattended';
+  /** What Read, Grep, Glob and Write/Edit's read-before-write may open. */
+  read: ReadBoundary;
+  /**
+   * Where Write/Edit may land, through the jailed writer rooted at the deepest of these holding the path:
+   * the jail root and its `alsoWritable` directories, each as given and as its real path.
+   */
+  writeRoots: readonly string[];
+  /** Bash: the OS sandbox showing only its world. */
+  sandbox: ToolSandbox;
+  /** The path alias, `actual` as its real path. */
+  alias?: PathAlias;
+}
+
+/** What a tool sees of its run's boundary: attended (nothing confines it), or prepared. */
+export type ToolBoundary = AttendedBoundary | PreparedBoundary;
+
+/** The read boundary a tool applies under `boundary` (attended: none; any path, still bounded). */
+export function readBoundaryOf(boundary: ToolBoundary): ReadBoundary | undefined {
+  return boundary.kind === 'unattended' ? boundary.read : undefined;
+}
+
+/** The path alias of `boundary`, if it has one. */
+export function aliasOf(boundary: ToolBoundary): PathAlias | undefined {
+  return boundary.kind === 'unattended' ? boundary.alias : undefined;
+}
+
+/** A boundary its caller stated wrongly (a programming error, not the model's): it never runs. */
+export class InvalidBoundaryError extends EngramError {
+  constructor(message: string) {
+    super('INVALID_BOUNDARY', message, { retryable: false });
+  }
 }
 
 /** The real paths of the directories in `dirs` that exist (a missing one has nothing to show). */
@@ -81,10 +117,15 @@ export async function createToolSandbox(
 
 export const SANDBOX_UNAVAILABLE_REASON = 'sandbox_unavailable';
 
-/** The bwrap command line for a Bash call in `sandbox` from `cwd`, or the reason there is none. */
+/**
+ * The bwrap command line for a Bash call in `sandbox` from `cwd`, or the reason there is none. With `alias`,
+ * its `actual` directory is mounted at `visible` (writable when Bash may write it), and nothing of the world at
+ * or below either is mounted by its own name (the copy is seen only where the agent's prompt says it is).
+ */
 export async function sandboxedShell(
   sandbox: ToolSandbox,
   cwd: string,
+  alias?: PathAlias,
 ): Promise<{ ok: true; invocation: BwrapInvocation } | { ok: false; reason: string }> {
   const { status } = sandbox;
   if (!status.available || !status.bwrapPath) {
@@ -96,12 +137,29 @@ export async function sandboxedShell(
   } catch (error) {
     return { ok: false, reason: `the working directory cannot be resolved: ${(error as Error).message}` };
   }
+  const shown = alias
+    ? { visible: await fs.realpath(alias.visible).catch(() => resolve(alias.visible)), actual: alias.actual }
+    : undefined;
+  const shadowed = (d: string) =>
+    shown !== undefined && (isWithinOrEqual(d, shown.visible) || isWithinOrEqual(d, shown.actual));
+  const readable = sandbox.bashWritesRoot ? sandbox.readable : [...sandbox.readable, sandbox.writableRoot];
   const world: SandboxWorld = {
     cwd: realCwd,
-    readable: sandbox.bashWritesRoot ? sandbox.readable : [...sandbox.readable, sandbox.writableRoot],
-    writable: sandbox.bashWritesRoot ? [sandbox.writableRoot] : [],
+    readable: readable.filter((d) => !shadowed(d)),
+    writable: sandbox.bashWritesRoot && !shadowed(sandbox.writableRoot) ? [sandbox.writableRoot] : [],
+    ...(shown
+      ? {
+          aliases: [
+            {
+              ...shown,
+              writable: sandbox.bashWritesRoot && isWithinOrEqual(shown.actual, sandbox.writableRoot),
+            },
+          ],
+        }
+      : {}),
   };
-  if (![...world.readable, ...world.writable].some((d) => isWithinOrEqual(realCwd, d))) {
+  const inWorld = [...world.readable, ...world.writable, ...(shown ? [shown.visible] : [])];
+  if (!inWorld.some((d) => isWithinOrEqual(realCwd, d))) {
     return { ok: false, reason: `the working directory ${realCwd} is outside this agent's sandbox` };
   }
   const limit = status.processLimit;
@@ -166,88 +224,59 @@ export function gateBashOnSandbox(canUseTool: CanUseTool, sandbox: ToolSandbox):
     tool.name === 'Bash' ? bashUnavailable(sandbox.status) : canUseTool(tool, input, ctx);
 }
 
-const PREPARED = Symbol.for('engram.sandbox.prepared');
-
-/** The same tools, each called with `sandbox` in its context. Definitions and answers are the originals'. */
-export function withToolSandbox(tools: readonly AnyTool[], sandbox: ToolSandbox): AnyTool[] {
-  return tools.map((tool) => ({
-    [PREPARED]: true,
-    name: tool.name,
-    description: tool.description,
-    inputSchema: tool.inputSchema,
-    maxResultChars: tool.maxResultChars,
-    definition: () => tool.definition(),
-    isReadOnly: (input: unknown) => tool.isReadOnly(input),
-    isConcurrencySafe: (input: unknown) => tool.isConcurrencySafe(input),
-    call: (input: unknown, ctx: ToolContext) => tool.call(input, { ...ctx, sandbox }),
-  }));
+/** The policy a run under `boundary` asks: for an unattended run, Bash denied where its sandbox cannot start. */
+export function gatedPolicy(canUseTool: CanUseTool, boundary: ToolBoundary): CanUseTool {
+  return boundary.kind === 'unattended' ? gateBashOnSandbox(canUseTool, boundary.sandbox) : canUseTool;
 }
 
-export interface UnattendedOptions {
-  tools: readonly AnyTool[];
-  canUseTool: CanUseTool;
-  /** Where writes may land when the policy declares no `writeJail` (a fork: its working directory). */
-  defaultRoot: string;
-  /** An explicit jail, over the policy's. */
-  jail?: WriteJail;
-  /**
-   * What Bash may read besides the jail root: the job's world (a tenant's job: its workspace and ENGRAM_HOME
-   * area). Default: `defaultRoot` (the fork's working directory).
-   */
-  readable?: readonly string[];
-  /** Probe options, or a fixed status (tests). */
-  probe?: SandboxProbeOptions & { status?: SandboxStatus };
+/** The real path of `dir`, or its resolved path while it does not exist. */
+async function realOrResolved(dir: string): Promise<string> {
+  return fs.realpath(dir).catch(() => resolve(dir));
 }
 
 /**
- * Tools and policy for an unattended run. Throws SandboxUnavailableError where the sandbox is required
- * (ENGRAM_SANDBOX=require) and cannot start.
+ * Resolves an unattended run's boundary for its tools: the jail root created and resolved, Bash's sandbox
+ * probed (once per process) with the boundary's world, the alias's copy resolved. Throws
+ * SandboxUnavailableError where the sandbox is required (ENGRAM_SANDBOX=require) and cannot start, and
+ * InvalidBoundaryError for an alias whose copy lies outside what the run may see.
  */
 export async function prepareUnattended(
-  opts: UnattendedOptions,
-): Promise<{ tools: AnyTool[]; canUseTool: CanUseTool; sandbox: ToolSandbox }> {
-  const jail = opts.jail ?? declaredWriteJail(opts.canUseTool) ?? { root: opts.defaultRoot };
-  const sandbox = await createToolSandbox(jail, {
-    ...opts.probe,
-    readable: opts.readable ?? [opts.defaultRoot],
-  });
+  boundary: UnattendedBoundary,
+  /** Probe options, or a fixed status (tests). Default: the process's probe (ENGRAM_SANDBOX). */
+  probe: SandboxProbeOptions & { status?: SandboxStatus } = {},
+): Promise<PreparedBoundary> {
+  const { jail } = boundary;
+  const sandbox = await createToolSandbox(jail, { ...probe, readable: boundary.world });
   if (!sandbox.status.available && sandbox.status.mode === 'require') {
     throw new SandboxUnavailableError(sandbox.status);
   }
-  return {
-    tools: withToolSandbox(opts.tools, sandbox),
-    canUseTool: gateBashOnSandbox(opts.canUseTool, sandbox),
-    sandbox,
-  };
-}
-
-/**
- * For the query loop: when `canUseTool` declares a write jail and the tools are not prepared yet, the
- * options with prepared tools and policy (so a caller that hands a jailed policy to `runQueryLoop` directly
- * gets the sandbox too); otherwise the options unchanged.
- */
-/**
- * What a job's Bash may read, from the job's read boundary (one boundary per job): a tenant's job, its roots
- * (workspace and ENGRAM_HOME area); a local job (the CLI's), its working directory. The jail root (the memory
- * directory) is added by `sandboxedShell`.
- */
-export function worldReadable(boundary: ReadBoundary | undefined, cwd: string): readonly string[] {
-  return boundary?.kind === 'roots' ? boundary.roots : [cwd];
-}
-
-export async function sandboxForJailedPolicy<
-  O extends { tools: readonly AnyTool[]; canUseTool: CanUseTool; cwd: string; readBoundary?: ReadBoundary },
->(opts: O): Promise<O> {
-  const jail = declaredWriteJail(opts.canUseTool);
-  if (!jail || opts.tools.every((t) => (t as unknown as Record<symbol, unknown>)[PREPARED] === true)) {
-    return opts;
+  const also = jail.alsoWritable ?? [];
+  const writeRoots = [
+    ...new Set([
+      sandbox.writableRoot,
+      resolve(jail.root),
+      ...also.map((d) => resolve(d)),
+      ...(await Promise.all(also.map(realOrResolved))),
+    ]),
+  ];
+  let alias: PathAlias | undefined;
+  if (boundary.alias) {
+    alias = { visible: resolve(boundary.alias.visible), actual: await realOrResolved(boundary.alias.actual) };
+    const seen = [sandbox.writableRoot, ...sandbox.readable];
+    if (!seen.some((d) => isWithinOrEqual(alias!.actual, d))) {
+      throw new InvalidBoundaryError(
+        `the path alias's directory ${alias.actual} is outside the run's jail root and world; ` +
+          'an alias may only show a directory the run can see anyway (a staged copy below its jail root)',
+      );
+    }
   }
-  const prepared = await prepareUnattended({
-    tools: opts.tools,
-    canUseTool: opts.canUseTool,
-    defaultRoot: opts.cwd,
-    jail,
-    readable: worldReadable(opts.readBoundary, opts.cwd),
-  });
-  return { ...opts, tools: prepared.tools, canUseTool: prepared.canUseTool };
+  return { kind: 'unattended', read: boundary.read, writeRoots, sandbox, ...(alias ? { alias } : {}) };
+}
+
+/** `prepareUnattended` for an unattended boundary; an attended one as it is. */
+export async function prepareBoundary(
+  boundary: RunBoundary,
+  probe?: SandboxProbeOptions & { status?: SandboxStatus },
+): Promise<ToolBoundary> {
+  return boundary.kind === 'attended' ? boundary : prepareUnattended(boundary, probe);
 }

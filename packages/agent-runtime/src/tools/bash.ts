@@ -176,8 +176,8 @@ export function runBash(
 }
 
 /**
- * What the Bash tool runs for `input` in `ctx`: with `ctx.sandbox`, inside the OS sandbox (or not at all)
- * with the allowlisted environment; without it, directly with the credential-scrubbed environment.
+ * What the Bash tool runs for `input` in `ctx`: unattended, inside the boundary's OS sandbox (or not at all)
+ * with the allowlisted environment; attended, directly with the credential-scrubbed environment.
  * `engram sandbox` calls this too, so it runs a command line exactly as a fork's Bash would.
  */
 export async function executeBash(input: BashInput, ctx: ToolContext): Promise<BashRunResult> {
@@ -186,9 +186,9 @@ export async function executeBash(input: BashInput, ctx: ToolContext): Promise<B
     | { file: string; args: readonly string[]; seccomp?: Buffer; release?: () => Promise<void> }
     | undefined;
   let env = scrubEnvironment(ctx.env ?? process.env);
-  if (ctx.sandbox) {
+  if (ctx.boundary.kind === 'unattended') {
     // Unattended: the sandbox, or nothing (the permission gate should already have said so).
-    const shell = await sandboxedShell(ctx.sandbox, ctx.cwd);
+    const shell = await sandboxedShell(ctx.boundary.sandbox, ctx.cwd, ctx.boundary.alias);
     if (!shell.ok) throw new ToolError('SANDBOX_UNAVAILABLE', `Bash cannot run here: ${shell.reason}`);
     wrap = shell.invocation;
     env = sandboxEnvironment(env);
@@ -224,7 +224,10 @@ export const bashTool = defineTool<BashInput>({
     const timeoutMs = input.timeout ?? DEFAULT_BASH_TIMEOUT_MS;
     const result = await executeBash(input, ctx);
     const output = result.output.replace(/\s+$/, '');
-    const limit = ctx.sandbox ? limitHit(ctx.sandbox, result.exitCode, output) : undefined;
+    const limit =
+      ctx.boundary.kind === 'unattended'
+        ? limitHit(ctx.boundary.sandbox, result.exitCode, output)
+        : undefined;
     const stoppedBy = limit ? ` (stopped by ${limit})` : '';
     if (result.timedOut) {
       return {

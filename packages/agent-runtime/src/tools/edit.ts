@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { assertReadAndUnchanged, readTextIfExists, resolveToolPath } from './file-state.js';
+import { readBoundaryOf } from '../sandbox/unattended.js';
+import { assertReadAndUnchanged, readTextIfExists, toolPath } from './file-state.js';
 import { defineTool, ToolError } from './tool.js';
 import { writeToolFile } from './write.js';
 
@@ -53,15 +54,15 @@ export const editTool = defineTool<EditInput>({
     if (input.old_string === input.new_string) {
       throw new ToolError('NO_CHANGE', 'No changes to make: old_string and new_string are exactly the same.');
     }
-    const path = resolveToolPath(ctx.cwd, input.file_path);
-    const existing = await readTextIfExists(path, ctx.readBoundary);
+    const path = toolPath(ctx, input.file_path);
+    const existing = await readTextIfExists(path, readBoundaryOf(ctx.boundary));
     if (existing === undefined) {
       if (input.old_string !== '')
         throw new ToolError('NOT_FOUND', `File does not exist: ${input.file_path}`);
       const mtimeMs = await writeToolFile(ctx, path, input.new_string);
       return {
         content: `File created successfully at: ${input.file_path}`,
-        record: { filePath: path, mtimeMs, kind: 'create' },
+        record: { filePath: path.shown, mtimeMs, kind: 'create' },
       };
     }
     if (input.old_string === '') {
@@ -72,7 +73,7 @@ export const editTool = defineTool<EditInput>({
       const mtimeMs = await writeToolFile(ctx, path, input.new_string);
       return {
         content: `The file ${input.file_path} has been updated successfully.`,
-        record: { filePath: path, mtimeMs, kind: 'update' },
+        record: { filePath: path.shown, mtimeMs, kind: 'update' },
       };
     }
     await assertReadAndUnchanged(ctx.readFileState, path, existing);
@@ -90,7 +91,12 @@ export const editTool = defineTool<EditInput>({
     const mtimeMs = await writeToolFile(ctx, path, updated);
     return {
       content: `The file ${input.file_path} has been updated successfully.${input.replace_all ? ` (${matches} occurrences replaced)` : ''}`,
-      record: { filePath: path, mtimeMs, kind: 'update', replacements: input.replace_all ? matches : 1 },
+      record: {
+        filePath: path.shown,
+        mtimeMs,
+        kind: 'update',
+        replacements: input.replace_all ? matches : 1,
+      },
     };
   },
 });

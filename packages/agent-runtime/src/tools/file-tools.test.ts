@@ -2,6 +2,7 @@ import { readdir, readFile, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { makeTempDir } from '../fixtures.test-helpers.js';
+import { ATTENDED } from '../sandbox/boundary.js';
 import { editTool } from './edit.js';
 import { MODIFIED_SINCE_READ_MESSAGE, NOT_READ_MESSAGE } from './file-state.js';
 import { MAX_READ_FILE_BYTES, readTool } from './read.js';
@@ -13,7 +14,7 @@ let cleanup: () => Promise<void>;
 let ctx: ToolContext;
 beforeEach(async () => {
   ({ dir, cleanup } = await makeTempDir());
-  ctx = { cwd: dir, readFileState: new ReadFileState(), toolUseId: 'toolu_test' };
+  ctx = { cwd: dir, readFileState: new ReadFileState(), toolUseId: 'toolu_test', boundary: ATTENDED };
 });
 afterEach(() => cleanup());
 

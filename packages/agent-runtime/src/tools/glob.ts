@@ -1,8 +1,10 @@
 import { join, resolve } from 'node:path';
 import picomatch from 'picomatch';
 import { z } from 'zod';
+import { actualPath, visiblePath } from '../sandbox/boundary.js';
 import type { HeldEntry } from '../sandbox/read-boundary.js';
-import { resolveToolPath } from './file-state.js';
+import { aliasOf, readBoundaryOf } from '../sandbox/unattended.js';
+import { shownText, toolPath } from './file-state.js';
 import { holdSearchRoot, judgeListed, judgeSearchRoot } from './search-boundary.js';
 import { defineTool, ToolError } from './tool.js';
 import { walkFiles } from './walk.js';
@@ -34,20 +36,25 @@ export const globTool = defineTool<GlobInput>({
   maxResultChars: 100_000,
   isReadOnly: () => true,
   async call(input, ctx) {
-    const root = resolveToolPath(ctx.cwd, input.path ?? '.');
+    const boundary = readBoundaryOf(ctx.boundary);
+    const alias = aliasOf(ctx.boundary);
+    const { actual: root, shown: shownRoot } = toolPath(ctx, input.path ?? '.');
     // The root is judged on the directory it opens (a symlinked root out of the boundary is refused).
-    await judgeSearchRoot(ctx.readBoundary, root, input.path ?? root, true);
+    await judgeSearchRoot(boundary, root, input.path ?? shownRoot, true).catch((e: unknown) => {
+      throw e instanceof ToolError ? new ToolError(e.code, shownText(ctx, e.message)) : e;
+    });
     // An absolute pattern is matched against absolute paths; walk only from its static base.
     let pattern = input.pattern;
     let walkRoot = root;
     if (pattern.startsWith('/')) {
       const { base, glob } = picomatch.scan(pattern);
-      walkRoot = resolve(base || '/');
+      walkRoot = actualPath(alias, resolve(base || '/'));
       pattern = glob || '**';
     } else {
       const { base, glob, isGlob } = picomatch.scan(pattern);
       if (base && isGlob) {
-        walkRoot = resolve(root, base);
+        // Resolved against the root as the model named it, then mapped, like every path a tool is given.
+        walkRoot = actualPath(alias, resolve(shownRoot, base));
         pattern = glob;
       }
     }
@@ -56,13 +63,15 @@ export const globTool = defineTool<GlobInput>({
     // O_NOFOLLOW, so neither the base nor a directory at any depth swapped for a link is ever followed.
     let held: HeldEntry;
     try {
-      held = await holdSearchRoot(ctx.readBoundary, walkRoot, walkRoot, true);
+      held = await holdSearchRoot(boundary, walkRoot, visiblePath(alias, walkRoot), true);
     } catch (e) {
       if (e instanceof ToolError && (e.code === 'NOT_FOUND' || e.code === 'NOT_DIRECTORY')) {
         return { content: 'No files found' };
       }
-      throw e;
+      throw e instanceof ToolError ? new ToolError(e.code, shownText(ctx, e.message)) : e;
     }
+    // Listed as the model names the tree (under an alias, its visible path).
+    const listedRoot = visiblePath(alias, walkRoot);
     const matcher = picomatch(pattern, { dot: true });
     const found: Array<{ path: string; mtimeMs: number }> = [];
     try {
@@ -71,8 +80,8 @@ export const globTool = defineTool<GlobInput>({
         if (!matcher(rel)) continue;
         // Each listed name is judged on what it opens now, below the held base (never by the base's name),
         // inside the boundary and the judged base, or left out.
-        const judged = await judgeListed(ctx.readBoundary, held.realPath, `${held.anchor}/${rel}`);
-        if (judged) found.push({ path: join(walkRoot, ...rel.split('/')), mtimeMs: judged.stat.mtimeMs });
+        const judged = await judgeListed(boundary, held.realPath, `${held.anchor}/${rel}`);
+        if (judged) found.push({ path: join(listedRoot, ...rel.split('/')), mtimeMs: judged.stat.mtimeMs });
       }
     } finally {
       await held.handle.close();

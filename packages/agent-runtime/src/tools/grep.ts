@@ -1,9 +1,11 @@
 import { join, relative, sep } from 'node:path';
 import picomatch from 'picomatch';
 import { z } from 'zod';
+import { actualPath, type PathAlias, visiblePath, visibleText } from '../sandbox/boundary.js';
 import type { HeldEntry, ReadBoundary } from '../sandbox/read-boundary.js';
 import { type SandboxStatus, sandboxStatus } from '../sandbox/sandbox.js';
 import { JAILED_ROOT, type SearchJail, searchJailInvocation } from '../sandbox/search-jail.js';
+import { aliasOf, readBoundaryOf } from '../sandbox/unattended.js';
 import { resolveToolPath } from './file-state.js';
 import { locateRipgrep, runRipgrep } from './ripgrep.js';
 import { holdSearchRoot, judgeListed } from './search-boundary.js';
@@ -143,16 +145,32 @@ export interface GrepRunOptions {
   sandbox?: SandboxStatus;
 }
 
+/** What one Grep call may search (`ToolContext` narrowed: the read boundary and path alias of its run). */
+export interface GrepContext {
+  cwd: string;
+  signal?: AbortSignal;
+  readBoundary?: ReadBoundary;
+  alias?: PathAlias;
+}
+
 /** Runs one Grep call through ripgrep. Exported with its bounds so tests can exercise them. */
 export async function runGrep(
   input: GrepInput,
-  ctx: { cwd: string; signal?: AbortSignal; readBoundary?: ReadBoundary },
+  ctx: GrepContext,
   options: GrepRunOptions = {},
 ): Promise<{ content: string }> {
-  const root = resolveToolPath(ctx.cwd, input.path ?? '.');
+  // `root` as the model names it (results are shown under it); what is opened is its `actual` path.
+  const named = resolveToolPath(ctx.cwd, input.path ?? '.');
+  const actual = actualPath(ctx.alias, named);
+  const root = visiblePath(ctx.alias, actual);
   // The root is judged on the inode it opens (a file root like Read judges it) and held open: rg searches
   // that descriptor, so a root swapped for a link after the judgment is never searched.
-  const held = await holdSearchRoot(ctx.readBoundary, root, input.path ?? root, false);
+  let held: HeldEntry;
+  try {
+    held = await holdSearchRoot(ctx.readBoundary, actual, input.path ?? root, false);
+  } catch (e) {
+    throw e instanceof ToolError ? new ToolError(e.code, visibleText(ctx.alias, e.message)) : e;
+  }
   try {
     return await grepHeld(input, ctx, options, root, held);
   } finally {
@@ -162,7 +180,7 @@ export async function runGrep(
 
 async function grepHeld(
   input: GrepInput,
-  ctx: { cwd: string; signal?: AbortSignal; readBoundary?: ReadBoundary },
+  ctx: GrepContext,
   options: GrepRunOptions,
   root: string,
   held: HeldEntry,
@@ -365,5 +383,14 @@ export const grepTool = defineTool<GrepInput>({
   inputSchema: grepInputSchema,
   maxResultChars: 20_000,
   isReadOnly: () => true,
-  call: (input, ctx) => runGrep(input, ctx),
+  call: (input, ctx) => {
+    const readBoundary = readBoundaryOf(ctx.boundary);
+    const alias = aliasOf(ctx.boundary);
+    return runGrep(input, {
+      cwd: ctx.cwd,
+      ...(ctx.signal ? { signal: ctx.signal } : {}),
+      ...(readBoundary ? { readBoundary } : {}),
+      ...(alias ? { alias } : {}),
+    });
+  },
 });

@@ -2,7 +2,8 @@ import { extname } from 'node:path';
 import { z } from 'zod';
 import { estimateTokens } from '../model/tokens.js';
 import { type BoundedRead, ReadBoundaryError, readFileBounded } from '../sandbox/read-boundary.js';
-import { hashContent, resolveToolPath } from './file-state.js';
+import { readBoundaryOf } from '../sandbox/unattended.js';
+import { hashContent, shownText, toolPath } from './file-state.js';
 import { defineTool, ToolError } from './tool.js';
 
 // Read: numbered lines (cat -n), a line window, images as image blocks, binaries refused. It bounds its own
@@ -101,21 +102,23 @@ export const readTool = defineTool<ReadInput>({
   maxResultChars: Number.POSITIVE_INFINITY,
   isReadOnly: () => true,
   async call(input, ctx) {
-    const path = resolveToolPath(ctx.cwd, input.file_path);
+    // `path` is what is opened and judged; `shown` what the model is told (they differ under an alias).
+    const { actual: path, shown } = toolPath(ctx, input.file_path);
     const ext = extname(path).toLowerCase();
     const mediaType = IMAGE_TYPES[ext];
     const windowed = input.offset !== undefined || input.limit !== undefined;
     const cap = mediaType ? MAX_IMAGE_BYTES : windowed ? MAX_WINDOWED_READ_BYTES : MAX_READ_FILE_BYTES;
     let read: BoundedRead;
     try {
-      read = await readFileBounded(ctx.readBoundary, path, cap);
+      read = await readFileBounded(readBoundaryOf(ctx.boundary), path, cap);
     } catch (e) {
       if (!(e instanceof ReadBoundaryError)) throw e;
-      throw readError(e, input.file_path, cap, Boolean(mediaType));
+      const error = readError(e, input.file_path, cap, Boolean(mediaType));
+      throw new ToolError(error.code, shownText(ctx, error.message));
     }
     const { stat, data: buffer } = read;
     if (mediaType) {
-      ctx.readFileState.set(path, { mtimeMs: stat.mtimeMs });
+      ctx.readFileState.set(shown, { mtimeMs: stat.mtimeMs });
       return {
         content: [
           {
@@ -123,7 +126,7 @@ export const readTool = defineTool<ReadInput>({
             source: { type: 'base64', media_type: mediaType, data: buffer.toString('base64') },
           },
         ],
-        record: { filePath: path, mtimeMs: stat.mtimeMs },
+        record: { filePath: shown, mtimeMs: stat.mtimeMs },
       };
     }
     if (BINARY_EXTENSIONS.has(ext) || looksBinary(buffer)) {
@@ -139,9 +142,9 @@ export const readTool = defineTool<ReadInput>({
       ...(input.offset !== undefined ? { offset: input.offset } : {}),
       ...(input.limit !== undefined ? { limit: input.limit } : {}),
     };
-    const toolRecord = { filePath: path, mtimeMs: stat.mtimeMs };
+    const toolRecord = { filePath: shown, mtimeMs: stat.mtimeMs };
     if (text.length === 0) {
-      ctx.readFileState.set(path, record);
+      ctx.readFileState.set(shown, record);
       return {
         content: '<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>',
         record: toolRecord,
@@ -151,7 +154,7 @@ export const readTool = defineTool<ReadInput>({
     if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();
     const start = (input.offset ?? 1) - 1;
     if (start >= lines.length) {
-      ctx.readFileState.set(path, record);
+      ctx.readFileState.set(shown, record);
       return {
         content: `<system-reminder>Warning: the file exists but is shorter than the provided offset (${input.offset}). The file has ${lines.length} lines.</system-reminder>`,
         record: toolRecord,
@@ -166,7 +169,7 @@ export const readTool = defineTool<ReadInput>({
         `File content (${tokens} tokens) exceeds maximum allowed tokens (${MAX_READ_OUTPUT_TOKENS}). Use offset and limit to read specific portions of the file, or use Grep to search for specific content.`,
       );
     }
-    ctx.readFileState.set(path, record);
+    ctx.readFileState.set(shown, record);
     return { content: output, record: toolRecord };
   },
 });

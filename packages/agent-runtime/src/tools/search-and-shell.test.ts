@@ -3,6 +3,7 @@ import { mkdir, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { makeTempDir } from '../fixtures.test-helpers.js';
+import { ATTENDED } from '../sandbox/boundary.js';
 import { bashTool, isSecretEnvName, scrubEnvironment } from './bash.js';
 import { globTool, MAX_GLOB_RESULTS } from './glob.js';
 import { grepTool, runGrep } from './grep.js';
@@ -14,7 +15,7 @@ let cleanup: () => Promise<void>;
 let ctx: ToolContext;
 beforeEach(async () => {
   ({ dir, cleanup } = await makeTempDir());
-  ctx = { cwd: dir, readFileState: new ReadFileState(), toolUseId: 'toolu_test' };
+  ctx = { cwd: dir, readFileState: new ReadFileState(), toolUseId: 'toolu_test', boundary: ATTENDED };
 });
 afterEach(() => cleanup());
 

@@ -2,10 +2,11 @@ import { promises as fs } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readBoundedContext } from '../fixtures.test-helpers.js';
 import { type ReadBoundary, rootsBoundary } from '../sandbox/read-boundary.js';
 import { globTool } from './glob.js';
 import { grepTool } from './grep.js';
-import { ReadFileState, type ToolContext, ToolError } from './tool.js';
+import { type ToolContext, ToolError } from './tool.js';
 
 let base: string;
 let mine: string;
@@ -33,12 +34,8 @@ afterAll(async () => {
   await fs.rm(base, { recursive: true, force: true });
 });
 
-const ctxFor = (readBoundary: ReadBoundary | undefined): ToolContext => ({
-  cwd: mine,
-  readFileState: new ReadFileState(),
-  toolUseId: 't',
-  ...(readBoundary ? { readBoundary } : {}),
-});
+const ctxFor = (readBoundary: ReadBoundary | undefined): ToolContext =>
+  readBoundedContext(mine, readBoundary);
 
 const grep = (boundary: ReadBoundary | undefined, input: Record<string, unknown>) =>
   grepTool.call(grepTool.inputSchema.parse(input), ctxFor(boundary)).then((r) => String(r.content));

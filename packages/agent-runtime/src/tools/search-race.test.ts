@@ -3,11 +3,12 @@ import { promises as fs } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readBoundedContext } from '../fixtures.test-helpers.js';
 import { type ReadBoundary, rootsBoundary } from '../sandbox/read-boundary.js';
 import { type SandboxStatus, sandboxStatus } from '../sandbox/sandbox.js';
 import { globTool } from './glob.js';
 import { runGrep } from './grep.js';
-import { ReadFileState, ToolError } from './tool.js';
+import { ToolError } from './tool.js';
 
 // Grep and Glob while another process (the tenant's own Bash, say) flips a directory of its workspace
 // between a real directory and a link to another tenant's tree, as fast as it can. Nothing of the other
@@ -94,7 +95,7 @@ async function race(name: string, attempts: number, call: () => Promise<string>)
   return tally;
 }
 
-const ctx = () => ({ cwd: mine, readFileState: new ReadFileState(), toolUseId: 't', readBoundary: boundary });
+const ctx = () => ({ ...readBoundedContext(mine, boundary), readBoundary: boundary });
 
 describe('Grep while a directory flips between the tenant and a link to another tenant', () => {
   for (const mode of ['files_with_matches', 'content'] as const) {

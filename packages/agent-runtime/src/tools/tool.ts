@@ -1,8 +1,7 @@
 import { EngramError } from '@engram/errors/engram-error';
 import { z } from 'zod';
 import type { ImageBlock, TextBlock, ToolDefinition } from '../model/types.js';
-import type { ReadBoundary } from '../sandbox/read-boundary.js';
-import type { ToolSandbox } from '../sandbox/unattended.js';
+import type { ToolBoundary } from '../sandbox/unattended.js';
 
 // What a tool is to the query loop: a zod input schema (which also yields the API definition), read-only
 // and concurrency answers for a given input, and `call`. Permission is not the tool's business: the loop
@@ -67,21 +66,14 @@ export interface ToolContext {
   /** Modes for files and directories a tool creates. Default 0o644 / 0o755 (workspace files). */
   fileModes?: { file: number; dir: number };
   /**
-   * Set for calls no person approves (see sandbox/unattended.ts): Bash runs in the OS sandbox (or not at
-   * all), and Write/Edit land only below `sandbox.writableRoot`, through the race-free jailed write.
+   * The run's filesystem boundary, stated by its caller (sandbox/boundary.ts) and prepared once per run
+   * (sandbox/unattended.ts). Unattended: Bash runs in the OS sandbox (or not at all), Write/Edit land only
+   * below its write roots through the race-free jailed write, Read, Grep, Glob and the read-before-write
+   * open only what its read boundary admits, judged on the opened inode, and paths under its alias's
+   * `visible` directory are the same paths under `actual`. Attended: a person approves each call; any path,
+   * still regular files only, non-blocking and capped.
    */
-  sandbox?: ToolSandbox;
-  /**
-   * Set for a served turn (no OS write sandbox around the tools): Write/Edit land only below one of these
-   * directories (trusted, from the caller: the tenant's memory directory and workspace), through the same
-   * race-free jailed write as `sandbox.writableRoot`. `sandbox` wins when both are set.
-   */
-  writeRoots?: readonly string[];
-  /**
-   * What Read and Write/Edit's read-before-write may open (sandbox/read-boundary.ts), judged on the opened
-   * inode. Unset: any path, still regular files only, non-blocking and capped.
-   */
-  readBoundary?: ReadBoundary;
+  boundary: ToolBoundary;
 }
 
 export interface ToolOutput {

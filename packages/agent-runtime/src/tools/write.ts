@@ -2,12 +2,15 @@ import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { z } from 'zod';
 import { JailedWriteError, writeFileJailed } from '../sandbox/jailed-write.js';
+import { readBoundaryOf } from '../sandbox/unattended.js';
 import {
   assertReadAndUnchanged,
   hashContent,
   readTextIfExists,
   recordWrite,
-  resolveToolPath,
+  shownText,
+  type ToolPath,
+  toolPath,
 } from './file-state.js';
 import { defineTool, type ToolContext, ToolError } from './tool.js';
 
@@ -25,42 +28,41 @@ export const writeInputSchema = z.strictObject({
 });
 export type WriteInput = z.infer<typeof writeInputSchema>;
 
-export async function writeToolFile(ctx: ToolContext, path: string, content: string): Promise<number> {
+export async function writeToolFile(ctx: ToolContext, path: ToolPath, content: string): Promise<number> {
   const modes = ctx.fileModes ?? DEFAULT_FILE_MODES;
-  // Unattended (ctx.sandbox) or served (ctx.writeRoots): the write itself is confined to a directory (a link
-  // swapped in after the policy's check cannot redirect it).
-  const root = ctx.sandbox
-    ? ctx.sandbox.writableRoot
-    : ctx.writeRoots
-      ? writeRootOf(ctx.writeRoots, path)
-      : undefined;
-  if (root === undefined) {
-    await writeFileAtomic(path, content, { mode: modes.file, dirMode: modes.dir });
+  // Unattended: the write itself is confined to a directory of the boundary's (a link swapped in after the
+  // policy's check cannot redirect it). Attended: a person approved it.
+  if (ctx.boundary.kind === 'attended') {
+    await writeFileAtomic(path.actual, content, { mode: modes.file, dirMode: modes.dir });
     return recordWrite(ctx.readFileState, path, content);
   }
+  const root = writeRootOf(ctx.boundary.writeRoots, path);
   try {
-    const { mtimeMs } = await writeFileJailed(root, path, content, { mode: modes.file, dirMode: modes.dir });
-    ctx.readFileState.set(path, { mtimeMs, contentHash: hashContent(content) });
+    const { mtimeMs } = await writeFileJailed(root, path.actual, content, {
+      mode: modes.file,
+      dirMode: modes.dir,
+    });
+    ctx.readFileState.set(path.shown, { mtimeMs, contentHash: hashContent(content) });
     return mtimeMs;
   } catch (error) {
     if (error instanceof JailedWriteError) {
-      throw new ToolError(error.code, `Refused to write ${path}: ${error.message}.`);
+      throw new ToolError(error.code, shownText(ctx, `Refused to write ${path.shown}: ${error.message}.`));
     }
     throw error;
   }
 }
 
 /** The root of `roots` that `path` names a file below (the deepest, when roots nest), or a refusal. */
-function writeRootOf(roots: readonly string[], path: string): string {
+function writeRootOf(roots: readonly string[], path: ToolPath): string {
   let best: string | undefined;
   for (const root of roots) {
-    if (!isBelow(resolve(root), path)) continue;
+    if (!isBelow(resolve(root), path.actual)) continue;
     if (best === undefined || root.length > best.length) best = resolve(root);
   }
   if (best === undefined) {
     throw new ToolError(
       'OUTSIDE_ROOT',
-      `Refused to write ${path}: it is outside the directories this session may write.`,
+      `Refused to write ${path.shown}: it is outside the directories this session may write.`,
     );
   }
   return best;
@@ -83,8 +85,8 @@ export const writeTool = defineTool<WriteInput>({
   maxResultChars: 100_000,
   isReadOnly: () => false,
   async call(input, ctx) {
-    const path = resolveToolPath(ctx.cwd, input.file_path);
-    const existing = await readTextIfExists(path, ctx.readBoundary);
+    const path = toolPath(ctx, input.file_path);
+    const existing = await readTextIfExists(path, readBoundaryOf(ctx.boundary));
     if (existing !== undefined) await assertReadAndUnchanged(ctx.readFileState, path, existing);
     const mtimeMs = await writeToolFile(ctx, path, input.content);
     const kind = existing === undefined ? 'create' : 'update';
@@ -93,7 +95,7 @@ export const writeTool = defineTool<WriteInput>({
         kind === 'create'
           ? `File created successfully at: ${input.file_path}`
           : `The file ${input.file_path} has been updated successfully.`,
-      record: { filePath: path, mtimeMs, kind },
+      record: { filePath: path.shown, mtimeMs, kind },
     };
   },
 });

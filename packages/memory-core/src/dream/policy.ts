@@ -1,5 +1,5 @@
 import {
-  type JailedPolicy,
+  type CanUseTool,
   type MemoryPolicyOptions,
   memoryWritePolicy,
 } from '../policy/memory-permissions.js';
@@ -7,8 +7,8 @@ import {
 // The consolidation fork's permissions: the memory write policy, which refuses every hidden entry
 // of the memory directory. `.history/` holds the snapshots that make a dream reversible and
 // `.consolidate-lock` the shared "last consolidated" stamp; a fork that could rewrite them could undo its own
-// safety net. The policy also declares the memory directory as the fork's write jail.
+// safety net. The dream job jails the fork to the memory directory (its boundary, beside this filter).
 
-export function consolidationPolicy(memoryDir: string, opts: MemoryPolicyOptions = {}): JailedPolicy {
+export function consolidationPolicy(memoryDir: string, opts: MemoryPolicyOptions = {}): CanUseTool {
   return memoryWritePolicy(memoryDir, opts);
 }

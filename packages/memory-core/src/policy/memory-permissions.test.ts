@@ -253,9 +253,9 @@ describe('memoryWritePolicy: the narrower write rules', () => {
     ).toBe('allow');
   });
 
-  it('names each reason in the message and declares the memory directory as its write jail', async () => {
+  it('names each reason in the message, and is a plain function: nothing (no jail) is attached to it', async () => {
     const policy = memoryWritePolicy(mem);
-    expect(policy.writeJail).toEqual({ root: mem });
+    expect(Object.keys(policy)).toEqual([]);
     const decision = await policy(tool('Write'), { file_path: join(mem, '.git', 'config'), content: 'x' });
     expect(decision).toMatchObject({ behavior: 'deny', reason: 'hidden_path' });
     if (isDenied(decision)) expect(decision.message).toMatch(/hidden files and directories/);
@@ -320,13 +320,13 @@ describe('sessionMemoryPolicy', () => {
     });
   });
 
-  it('refuses a summary file with another hard link, and declares its directory as the write jail', async () => {
+  it('refuses a summary file with another hard link, and is a plain function (no jail attached)', async () => {
     const dir = join(base, 'proj', 's3', 'session-memory');
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(base, 'outside', 'notes-target.md'), 'x');
     linkSync(join(base, 'outside', 'notes-target.md'), join(dir, 'summary.md'));
     const policy = sessionMemoryPolicy(join(dir, 'summary.md'));
-    expect(policy.writeJail).toEqual({ root: dir });
+    expect(Object.keys(policy)).toEqual([]);
     expect(await policy(tool('Edit'), { file_path: join(dir, 'summary.md') })).toMatchObject({
       behavior: 'deny',
       reason: 'hard_link',

@@ -1,13 +1,14 @@
 import { promises as fs } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { type Jailed, withWriteJail } from '@engram/write-jail/write-jail';
 import { resolveInside } from '../paths/containment.js';
 import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '../paths/memory-paths.js';
 import { scanForSecrets } from '../security/secret-scanner.js';
 
 // Tool permissions for forked memory agents (docs/design.md §6). Forks keep the parent's full tool list so their
 // requests share its prompt cache; what they may actually do is decided here, per call. Denials carry a
-// message the model can act on, and never echo a host path other than the memory directory itself.
+// message the model can act on, and never echo a host path other than the memory directory itself. These are
+// filters: the boundary (the directory a fork may change, what it may read, Bash's world) is configuration its
+// job states beside the policy (agent-runtime's `UnattendedBoundary`), never a property of it.
 
 export interface ToolDescriptor {
   name: string;
@@ -44,9 +45,6 @@ export type CanUseTool = (
   tool: ToolDescriptor,
   input: Record<string, unknown>,
 ) => Promise<PermissionDecision>;
-
-/** A policy with the one directory its agent may change declared on it (`@engram/write-jail`). */
-export type JailedPolicy = Jailed<CanUseTool>;
 
 /** Largest file a memory agent may write (memories are small; the index is read up to 25,000 characters). */
 export const MAX_MEMORY_WRITE_BYTES = 256 * 1024;
@@ -100,9 +98,9 @@ export function isDenied(
  * inside `memoryDir` with no symlink on the way and no other hard link, no dot-segment below `memoryDir`
  * (`.history`, `.consolidate-lock`, `.git`, `.gitconfig`), `MEMORY.md` only as the index at the top of the
  * memory or team directory, at most `maxBytes`, and no secret-looking content into team memory; everything
- * else denied. The returned function declares `writeJail: { root: memoryDir }` for the agent runtime.
+ * else denied. (The fork's job jails it to `memoryDir`: the boundary, beside this filter.)
  */
-export function memoryWritePolicy(memoryDir: string, opts: MemoryPolicyOptions = {}): JailedPolicy {
+export function memoryWritePolicy(memoryDir: string, opts: MemoryPolicyOptions = {}): CanUseTool {
   const teamDir = opts.teamDir ?? join(memoryDir, TEAM_DIRNAME);
   const { onDenial } = opts;
   const allowEntrypoint = opts.allowEntrypoint ?? true;
@@ -111,105 +109,99 @@ export function memoryWritePolicy(memoryDir: string, opts: MemoryPolicyOptions =
     `Allowed: Read, Grep, Glob; Bash for read-only commands (${READ_ONLY_BASH_HINT}); ` +
     `Edit and Write for files inside ${memoryDir} (visible .md files only).`;
 
-  return withWriteJail(
-    async (tool, input) => {
-      const name = tool.name;
-      if (READ_ONLY_TOOLS.includes(name)) return ALLOW;
+  return async (tool, input) => {
+    const name = tool.name;
+    if (READ_ONLY_TOOLS.includes(name)) return ALLOW;
 
-      if (name === 'Bash') {
-        let readOnly = false;
-        try {
-          readOnly = tool.isReadOnly?.(input) === true;
-        } catch {
-          readOnly = false;
-        }
-        if (readOnly) return ALLOW;
+    if (name === 'Bash') {
+      let readOnly = false;
+      try {
+        readOnly = tool.isReadOnly?.(input) === true;
+      } catch {
+        readOnly = false;
+      }
+      if (readOnly) return ALLOW;
+      return deny(
+        tool,
+        'bash_not_read_only',
+        `Only read-only shell commands are allowed here (${READ_ONLY_BASH_HINT}); no redirection, command ` +
+          'substitution, or commands that write, move or delete files. Use Edit or Write for memory files.',
+        onDenial,
+      );
+    }
+
+    if (FILE_WRITE_TOOLS.includes(name)) {
+      const filePath = input.file_path;
+      if (typeof filePath !== 'string' || filePath === '') {
         return deny(
           tool,
-          'bash_not_read_only',
-          `Only read-only shell commands are allowed here (${READ_ONLY_BASH_HINT}); no redirection, command ` +
-            'substitution, or commands that write, move or delete files. Use Edit or Write for memory files.',
+          'missing_file_path',
+          `${name} needs an absolute file_path inside ${memoryDir}.`,
           onDenial,
         );
       }
-
-      if (FILE_WRITE_TOOLS.includes(name)) {
-        const filePath = input.file_path;
-        if (typeof filePath !== 'string' || filePath === '') {
-          return deny(
-            tool,
-            'missing_file_path',
-            `${name} needs an absolute file_path inside ${memoryDir}.`,
-            onDenial,
-          );
-        }
-        const inside = await resolveInside(filePath, memoryDir);
-        if (!inside.ok) {
-          return deny(
-            tool,
-            'path_outside_memory',
-            `${name} is only allowed for files inside the memory directory ${memoryDir} (${inside.reason}). ` +
-              'Write memories there, using an absolute path.',
-            onDenial,
-          );
-        }
-        const shape = await checkMemoryFileShape(inside.path, memoryDir, teamDir, allowEntrypoint);
-        if (!shape.ok) return deny(tool, shape.reason, `${name} refused: ${shape.message}`, onDenial);
-        const links = await checkNoLinks(filePath, memoryDir);
-        if (!links.ok) return deny(tool, links.reason, `${name} refused: ${links.message}`, onDenial);
-        const size = await checkSize(name, input, inside.path, maxBytes);
-        if (!size.ok) return deny(tool, 'too_large', `${name} refused: ${size.message}`, onDenial);
-        const secret = await checkTeamSecret(inside.path, writtenContent(name, input), teamDir);
-        if (!secret.ok) return deny(tool, 'team_secret', secret.message, onDenial);
-        return ALLOW;
+      const inside = await resolveInside(filePath, memoryDir);
+      if (!inside.ok) {
+        return deny(
+          tool,
+          'path_outside_memory',
+          `${name} is only allowed for files inside the memory directory ${memoryDir} (${inside.reason}). ` +
+            'Write memories there, using an absolute path.',
+          onDenial,
+        );
       }
+      const shape = await checkMemoryFileShape(inside.path, memoryDir, teamDir, allowEntrypoint);
+      if (!shape.ok) return deny(tool, shape.reason, `${name} refused: ${shape.message}`, onDenial);
+      const links = await checkNoLinks(filePath, memoryDir);
+      if (!links.ok) return deny(tool, links.reason, `${name} refused: ${links.message}`, onDenial);
+      const size = await checkSize(name, input, inside.path, maxBytes);
+      if (!size.ok) return deny(tool, 'too_large', `${name} refused: ${size.message}`, onDenial);
+      const secret = await checkTeamSecret(inside.path, writtenContent(name, input), teamDir);
+      if (!secret.ok) return deny(tool, 'team_secret', secret.message, onDenial);
+      return ALLOW;
+    }
 
-      return deny(
-        tool,
-        'tool_not_allowed',
-        `${name} is not available to the memory agent. ${allowedSummary}`,
-        onDenial,
-      );
-    },
-    { root: memoryDir },
-  );
+    return deny(
+      tool,
+      'tool_not_allowed',
+      `${name} is not available to the memory agent. ${allowedSummary}`,
+      onDenial,
+    );
+  };
 }
 
 /**
  * Policy for the session-memory fork: Edit on exactly `summaryPath` (compared after resolving both), nothing
  * else; refused when the notes file is a symlink or has another hard link, or the edit would leave it over
- * `maxBytes`. Declares `writeJail: { root: <the notes file's directory> }`.
+ * `maxBytes`. (The fork's job jails it to the notes file's directory.)
  */
 export function sessionMemoryPolicy(
   summaryPath: string,
   opts: { onDenial?: (denial: PermissionDenial) => void; maxBytes?: number } = {},
-): JailedPolicy {
+): CanUseTool {
   const { onDenial } = opts;
   const maxBytes = opts.maxBytes ?? MAX_MEMORY_WRITE_BYTES;
   const sessionMemoryDir = dirname(summaryPath);
   const message = `Only Edit on the session notes file ${summaryPath} is allowed here.`;
-  return withWriteJail(
-    async (tool, input) => {
-      if (tool.name !== 'Edit') return deny(tool, 'tool_not_allowed', message, onDenial);
-      const filePath = input.file_path;
-      if (typeof filePath !== 'string' || filePath === '') {
-        return deny(tool, 'missing_file_path', message, onDenial);
-      }
-      const [target, expected] = await Promise.all([
-        resolveInside(filePath, sessionMemoryDir),
-        resolveInside(summaryPath, sessionMemoryDir),
-      ]);
-      if (!target.ok || !expected.ok || target.path !== expected.path) {
-        return deny(tool, 'not_summary_file', message, onDenial);
-      }
-      const links = await checkNoLinks(filePath, sessionMemoryDir);
-      if (!links.ok) return deny(tool, links.reason, `Edit refused: ${links.message}`, onDenial);
-      const size = await checkSize('Edit', input, target.path, maxBytes);
-      if (!size.ok) return deny(tool, 'too_large', `Edit refused: ${size.message}`, onDenial);
-      return ALLOW;
-    },
-    { root: sessionMemoryDir },
-  );
+  return async (tool, input) => {
+    if (tool.name !== 'Edit') return deny(tool, 'tool_not_allowed', message, onDenial);
+    const filePath = input.file_path;
+    if (typeof filePath !== 'string' || filePath === '') {
+      return deny(tool, 'missing_file_path', message, onDenial);
+    }
+    const [target, expected] = await Promise.all([
+      resolveInside(filePath, sessionMemoryDir),
+      resolveInside(summaryPath, sessionMemoryDir),
+    ]);
+    if (!target.ok || !expected.ok || target.path !== expected.path) {
+      return deny(tool, 'not_summary_file', message, onDenial);
+    }
+    const links = await checkNoLinks(filePath, sessionMemoryDir);
+    if (!links.ok) return deny(tool, links.reason, `Edit refused: ${links.message}`, onDenial);
+    const size = await checkSize('Edit', input, target.path, maxBytes);
+    if (!size.ok) return deny(tool, 'too_large', `Edit refused: ${size.message}`, onDenial);
+    return ALLOW;
+  };
 }
 
 function writtenContent(toolName: string, input: Record<string, unknown>): string {

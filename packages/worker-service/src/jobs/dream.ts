@@ -45,7 +45,7 @@ import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project
 import type { HandlerContext } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
 import { projectWriterLeaseKey } from './extract.js';
-import { jobReadBoundary, pathsForJob } from './job-paths.js';
+import { jobBoundary, pathsForJob } from './job-paths.js';
 import { assertModelReachable } from './model-preflight.js';
 import { requestAuthoredTeamPush } from './team-authored-push.js';
 
@@ -276,7 +276,8 @@ async function runLocked(run: LockedRun): Promise<DreamResult> {
             maxTurns: DREAM_MAX_TURNS,
             cwd: memoryDir,
             ...(payload.sessionId ? { toolResultsDir: paths.toolResultsDir(payload.sessionId) } : {}),
-            ...(await jobReadBoundary(config, payload)),
+            // The fork may change only the memory directory (Bash may not).
+            boundary: await jobBoundary(config, payload, { root: memoryDir, bash: 'read-only' }, memoryDir),
             onMessage: async (entry: ChainEntry) => {
               if (entry.type !== 'assistant' || !Array.isArray(entry.message?.content)) return;
               const calls = (entry.message.content as Array<{ type: string }>).filter(

@@ -14,11 +14,7 @@ import { loadMemoryIndex } from '@engram/memory-core/memdir/index-file';
 import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
 import { formatMemoryManifest, type MemoryHeader, scanMemoryDir } from '@engram/memory-core/memdir/scan';
 import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '@engram/memory-core/paths/memory-paths';
-import {
-  type CanUseTool,
-  type JailedPolicy,
-  memoryWritePolicy,
-} from '@engram/memory-core/policy/memory-permissions';
+import { type CanUseTool, memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
 import { buildExtractionPrompt } from '@engram/memory-core/prompts/extraction-prompt';
 import { type ForkOutcome, type ForkPlan, type Receipt, runForkPipeline } from '@engram/memory-work/pipeline';
 import { type CommitHooks, runStagedForkPipeline, STAGING_DIRNAME } from '@engram/memory-work/staged';
@@ -32,9 +28,8 @@ import { RESERVED_HOLDER_PREFIX, type StateStore } from '@engram/queue/state/sta
 import { type ProjectScope, projectKey } from '@engram/queue/state/tenant-scope';
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
-import { withWriteJail } from '@engram/write-jail/write-jail';
 import type { HandlerDeps } from '../service.js';
-import { jobReadBoundary, pathsForJob } from './job-paths.js';
+import { jobBoundary, pathsForJob } from './job-paths.js';
 import { requestAuthoredTeamPush } from './team-authored-push.js';
 
 // extract: turn the messages since the session's cursor into memories with a forked agent (docs/design.md §5, §6),
@@ -198,7 +193,8 @@ export function createExtractHandler(deps: ExtractDeps) {
         maxTurns: EXTRACT_MAX_TURNS,
         cwd: root,
         toolResultsDir: paths.toolResultsDir(payload.sessionId),
-        ...(await jobReadBoundary(config, payload)),
+        // The fork may change only `root` (Bash may not), and reads within the job's world.
+        boundary: await jobBoundary(config, payload, { root, bash: 'read-only' }, root),
       };
     };
     // Files this run changed get Claude Code's metadata (originSessionId, modified).
@@ -402,9 +398,9 @@ export function createExtractHandler(deps: ExtractDeps) {
  * On a staged copy, a Write/Edit aimed at the live memory directory (the path the session's own system prompt
  * names) is refused with the copy's path to use instead; the jail (the copy) stays the boundary.
  */
-function stagedAware(policy: JailedPolicy, memoryDir: string, root: string): JailedPolicy {
+function stagedAware(policy: CanUseTool, memoryDir: string, root: string): CanUseTool {
   if (root === memoryDir) return policy;
-  const guided: CanUseTool = async (tool, input) => {
+  return async (tool, input) => {
     const path = input.file_path;
     if (
       (tool.name === 'Write' || tool.name === 'Edit') &&
@@ -422,7 +418,6 @@ function stagedAware(policy: JailedPolicy, memoryDir: string, root: string): Jai
     }
     return policy(tool, input);
   };
-  return withWriteJail(guided, policy.writeJail);
 }
 
 /** Extractions of one project in flight (auto mode's signal), job id → until when it counts. */

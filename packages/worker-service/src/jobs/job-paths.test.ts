@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { insideBoundary } from '@engram/agent-runtime/sandbox/read-boundary';
 import { tenantHomeDir } from '@engram/tenants/tenant-store';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readBoundaryForJob } from './job-paths.js';
+import { jobBoundary, readBoundaryForJob } from './job-paths.js';
 
 const engramHome = mkdtempSync(join(tmpdir(), 'job-paths-'));
 afterAll(() => rmSync(engramHome, { recursive: true, force: true }));
@@ -33,5 +33,31 @@ describe('readBoundaryForJob', () => {
     expect(
       insideBoundary(boundary, join(tenantHomeDir(engramHome, 'acme'), 'projects', 'x', 'MEMORY.md')),
     ).toBe(true);
+  });
+});
+
+describe('jobBoundary', () => {
+  it("is the handler's jail with the job's read boundary; Bash's world is a local job's cwd, a tenant's own roots", async () => {
+    const mem = join(engramHome, 'projects', 'x', 'memory');
+    const local = await jobBoundary({ engramHome }, {}, { root: mem, bash: 'read-only' }, mem);
+    expect(local).toEqual({
+      kind: 'unattended',
+      jail: { root: mem, bash: 'read-only' },
+      read: { kind: 'local', ownHome: homedir() },
+      world: [mem],
+    });
+    const acmeMem = join(tenantHomeDir(engramHome, 'acme'), 'projects', 'x', 'memory');
+    const tenant = await jobBoundary(
+      { engramHome },
+      { tenant: 'acme' },
+      { root: acmeMem, bash: 'read-only' },
+      acmeMem,
+    );
+    expect(tenant.jail).toEqual({ root: acmeMem, bash: 'read-only' });
+    expect(tenant.read.kind).toBe('roots');
+    // Bash sees what the job may read, nothing of the operator's ENGRAM_HOME beyond the tenant's area.
+    expect(tenant.world).toEqual(tenant.read.kind === 'roots' ? tenant.read.roots : []);
+    expect(tenant.world.every((d) => insideBoundary(tenant.read, join(d, 'x')))).toBe(true);
+    expect(tenant.world.some((d) => d === engramHome)).toBe(false);
   });
 });

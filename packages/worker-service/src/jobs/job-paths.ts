@@ -1,4 +1,5 @@
 import { homedir } from 'node:os';
+import { type UnattendedBoundary, type WriteJail, worldFor } from '@engram/agent-runtime/sandbox/boundary';
 import { type ReadBoundary, rootsBoundary } from '@engram/agent-runtime/sandbox/read-boundary';
 import { type EngramPaths, engramPathsFromDirNames } from '@engram/memory-core/paths/memory-paths';
 import { TenantStore, tenantHomeDir } from '@engram/tenants/tenant-store';
@@ -37,10 +38,17 @@ export async function readBoundaryForJob(
   return await rootsBoundary(own ? [home, own] : [home]);
 }
 
-/** `readBoundaryForJob` as fork-plan fields. */
-export async function jobReadBoundary(
+/**
+ * A job's fork boundary (the fork plan's `boundary`): the jail the handler names, the job's read boundary
+ * (`readBoundaryForJob`), and Bash's world from it — a tenant's roots (its area and workspace), or a local
+ * job's working directory.
+ */
+export async function jobBoundary(
   config: Pick<WorkersConfig, 'engramHome'>,
   payload: { tenant?: string | undefined },
-): Promise<{ readBoundary: ReadBoundary }> {
-  return { readBoundary: await readBoundaryForJob(config, payload) };
+  jail: WriteJail,
+  cwd: string,
+): Promise<UnattendedBoundary> {
+  const read = await readBoundaryForJob(config, payload);
+  return { kind: 'unattended', jail, read, world: worldFor(read, cwd) };
 }

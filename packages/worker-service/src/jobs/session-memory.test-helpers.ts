@@ -13,6 +13,7 @@ import { cacheSafeParamsPathFor, saveCacheSafeParams } from '@engram/agent-runti
 import { runQueryLoop } from '@engram/agent-runtime/loop/query-loop';
 import { createModelClient, type ModelClient } from '@engram/agent-runtime/model/client';
 import { tokenCountWithEstimation } from '@engram/agent-runtime/model/tokens';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import { defaultTools, toolDefinitions } from '@engram/agent-runtime/tools/registry';
 import { allowAll } from '@engram/agent-runtime/tools/tool';
 import { type ChainEntry, createUserEntry } from '@engram/agent-runtime/transcript/entry';
@@ -147,6 +148,7 @@ export function createSmSession(server: ModelServer, opts: SmSessionOptions): Sm
         canUseTool: allowAll,
         cwd,
         sessionId,
+        boundary: ATTENDED,
         toolResultsDir: paths.toolResultsDir(sessionId),
         onMessage: async (entry) => {
           await append([entry]);

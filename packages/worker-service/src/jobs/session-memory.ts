@@ -32,7 +32,7 @@ import { type SessionMemoryMarkers, SessionState } from '@engram/queue/state/ses
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
 import type { HandlerDeps } from '../service.js';
-import { jobReadBoundary, pathsForJob } from './job-paths.js';
+import { jobBoundary, pathsForJob } from './job-paths.js';
 
 // session-memory: keep the session's rolling notes (`summary.md`) current with a fork that may only Edit
 // that one file, as configuration over the one fork pipeline (@engram/memory-work). Jobs of one session run
@@ -195,7 +195,13 @@ export function createSessionMemoryHandler(deps: SessionMemoryDeps) {
           maxTurns: SESSION_MEMORY_MAX_TURNS,
           cwd: dirname(summaryPath),
           toolResultsDir: paths.toolResultsDir(payload.sessionId),
-          ...(await jobReadBoundary(config, payload)),
+          // The fork may change only the notes file's directory (Bash may not).
+          boundary: await jobBoundary(
+            config,
+            payload,
+            { root: dirname(summaryPath), bash: 'read-only' },
+            dirname(summaryPath),
+          ),
           fileModes: { file: SESSION_MEMORY_FILE_MODE, dir: SESSION_MEMORY_DIR_MODE },
         }),
         // Whatever happened in the fork (even a failure after its edits), never leave degenerate notes behind.

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { cacheSafeParamsPathFor, saveCacheSafeParams } from '@engram/agent-runtime/fork/cache-safe-params';
 import { runQueryLoop } from '@engram/agent-runtime/loop/query-loop';
 import { createModelClient, type ModelClient } from '@engram/agent-runtime/model/client';
+import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
 import { defaultTools, toolDefinitions } from '@engram/agent-runtime/tools/registry';
 import { allowAll } from '@engram/agent-runtime/tools/tool';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
@@ -73,6 +74,7 @@ export function createForeground(
         canUseTool: allowAll,
         cwd,
         sessionId,
+        boundary: ATTENDED,
         toolResultsDir: paths.toolResultsDir(sessionId),
         onMessage: async (entry) => {
           await store.append([entry]);

@@ -1,3 +1,0 @@
-import { engramVitestConfig } from '../../vitest.shared.js';
-
-export default engramVitestConfig();
