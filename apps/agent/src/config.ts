@@ -1,13 +1,12 @@
 import { homedir } from 'node:os';
 import {
   ConfigError,
-  describeIssues,
-  LOG_LEVELS,
+  loadSettings,
   nonNegativeInt,
   positiveInt,
-  resolveEngramHome,
   type SharedSettings,
   sharedEnvSchema,
+  type TeamSyncSettings,
 } from '@engram/config/env';
 import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
 import { parseStoreBindings, type StoreBindings } from '@engram/team-memory/client/protocol';
@@ -15,7 +14,8 @@ import { z } from 'zod';
 import { readDevStack } from './dev-stack.js';
 
 // The agent's configuration: environment only, validated at start with a readable error. The settings it
-// shares with the workers (home, model, namespace, booleans) come from @engram/config, so both read them alike.
+// shares with the workers (home, queue, models, team sync, …) and the loader come from @engram/config; this
+// file adds the agent's own.
 
 export class AgentConfigError extends ConfigError {
   constructor(message: string) {
@@ -40,10 +40,9 @@ const envSchema = sharedEnvSchema.extend({
     .optional(),
   ENGRAM_TEAM_SYNC_WAIT_MS: z.coerce.number().int().min(0).default(3_000),
   ENGRAM_TEAM_SYNC_DEBOUNCE_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
-  LOG_LEVEL: z.enum(LOG_LEVELS).default('warn'),
 });
 
-export interface AgentConfig extends SharedSettings<QueueBackendConfig> {
+export interface AgentConfig extends SharedSettings<QueueBackendConfig, StoreBindings> {
   homeDir: string;
   maxOutputTokens: number;
   contextWindow: number;
@@ -56,99 +55,66 @@ export interface AgentConfig extends SharedSettings<QueueBackendConfig> {
    * CLAUDE.md discovery and `@` imports stay inside it and the tenant's own home. Unset for the CLI.
    */
   workspaceRoot?: string;
-  anthropic: { apiKey: string | undefined; baseURL: string | undefined };
   /** Set when the model is the scripted playground of a keyless `engram dev --scripted-model`. */
   scriptedModel: boolean;
   memoryEnabled: boolean;
   dream: { minHours: number; minSessions: number; scanIntervalMs: number };
-  /** Transcripts older than this are deleted (0 keeps them forever). */
-  cleanupPeriodDays: number;
-  logLevel: string;
   /**
-   * Team memory sync: on when ENGRAM_TEAM_SYNC_URL is set (the workers need it and the key too). The key is
-   * only read here for `engram team`, which talks to the service itself.
+   * Team memory sync (the workers need the URL and the key too). The key is only read here for `engram team`,
+   * which talks to the service itself.
    */
   teamSync:
-    | {
-        url: string;
-        apiKey: string | undefined;
-        sessionStartWaitMs: number;
-        debounceMs: number;
-        /** ENGRAM_TEAM_MEMORY_STORE: which projects sync through a memory store (client/protocol.ts). */
-        stores: StoreBindings;
-      }
+    | (TeamSyncSettings<StoreBindings> & { sessionStartWaitMs: number; debounceMs: number })
     | undefined;
   /** PostgreSQL for the team memory service `engram serve` hosts (packages/team-memory). */
   teamMemoryDatabaseUrl: string | undefined;
 }
 
 export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
-  const parsed = envSchema.safeParse(env);
-  if (!parsed.success) throw new AgentConfigError(`Invalid configuration:\n${describeIssues(parsed.error)}`);
-  const e = parsed.data;
-  const stores = parseStoreBindings(e.ENGRAM_TEAM_MEMORY_STORE);
-  if ('error' in stores)
-    throw new AgentConfigError(`Invalid configuration:\n  ENGRAM_TEAM_MEMORY_STORE: ${stores.error}`);
-  let backend: QueueBackendConfig;
-  try {
-    backend = resolveBackendConfig(env);
-  } catch (error) {
-    throw new AgentConfigError(`Invalid configuration:\n  ${(error as Error).message}`);
-  }
-  const homeDir = e.HOME ?? homedir();
-  let engramHome: string;
-  try {
-    engramHome = resolveEngramHome({ HOME: homeDir, ENGRAM_HOME: e.ENGRAM_HOME });
-  } catch (error) {
-    throw new AgentConfigError((error as Error).message);
-  }
-  // Nothing configured: use the queue (and, with no key, the scripted model) of a running `engram dev`.
-  const dev =
-    backend.implicit || (!e.ANTHROPIC_API_KEY && !e.ANTHROPIC_BASE_URL)
-      ? readDevStack(engramHome)
-      : undefined;
-  if (backend.implicit && dev?.backend) {
-    backend =
-      dev.backend.kind === 'postgres'
-        ? { kind: 'postgres', url: dev.backend.url, implicit: false }
-        : { kind: 'redis', url: dev.backend.url, implicit: false };
-  }
-  const scriptedModel = !e.ANTHROPIC_API_KEY && !e.ANTHROPIC_BASE_URL && !!dev?.scriptedModel;
-  return {
-    homeDir,
-    engramHome,
-    memoryDirOverride: e.ENGRAM_MEMORY_DIR || undefined,
-    backend,
-    namespace: e.ENGRAM_NAMESPACE,
-    model: e.ENGRAM_MODEL,
-    smallModel: e.ENGRAM_SMALL_MODEL,
-    maxOutputTokens: e.ENGRAM_MAX_OUTPUT_TOKENS,
-    contextWindow: e.ENGRAM_CONTEXT_WINDOW,
-    maxTurns: e.ENGRAM_MAX_TURNS,
-    drainTimeoutMs: e.ENGRAM_DRAIN_TIMEOUT_MS,
-    enqueueTimeoutMs: e.ENGRAM_ENQUEUE_TIMEOUT_MS,
-    managedClaudeMdPath: e.ENGRAM_MANAGED_CLAUDE_MD,
-    anthropic: scriptedModel
-      ? { apiKey: 'scripted-playground', baseURL: dev?.scriptedModel }
-      : { apiKey: e.ANTHROPIC_API_KEY, baseURL: e.ANTHROPIC_BASE_URL },
-    scriptedModel,
-    memoryEnabled: !e.ENGRAM_DISABLE_MEMORY,
-    cleanupPeriodDays: e.ENGRAM_CLEANUP_PERIOD_DAYS,
-    dream: {
-      minHours: e.ENGRAM_DREAM_MIN_HOURS,
-      minSessions: e.ENGRAM_DREAM_MIN_SESSIONS,
-      scanIntervalMs: e.ENGRAM_DREAM_SCAN_INTERVAL_MS,
-    },
-    logLevel: e.LOG_LEVEL,
-    teamSync: e.ENGRAM_TEAM_SYNC_URL
-      ? {
-          url: e.ENGRAM_TEAM_SYNC_URL,
-          apiKey: e.ENGRAM_TEAM_SYNC_KEY,
+  return loadSettings(env, {
+    what: 'configuration',
+    schema: envSchema,
+    defaultLogLevel: 'warn',
+    resolveBackend: resolveBackendConfig,
+    parseStores: parseStoreBindings,
+    error: (message) => new AgentConfigError(message),
+    own: (e, shared) => {
+      // Nothing configured: use the queue (and, with no key, the scripted model) of a running `engram dev`.
+      const keyless = !shared.anthropic.apiKey && !shared.anthropic.baseURL;
+      const dev = shared.backend.implicit || keyless ? readDevStack(shared.engramHome) : undefined;
+      const backend: QueueBackendConfig =
+        shared.backend.implicit && dev?.backend
+          ? dev.backend.kind === 'postgres'
+            ? { kind: 'postgres', url: dev.backend.url, implicit: false }
+            : { kind: 'redis', url: dev.backend.url, implicit: false }
+          : shared.backend;
+      const scriptedModel = keyless && !!dev?.scriptedModel;
+      return {
+        backend,
+        homeDir: e.HOME ?? homedir(),
+        maxOutputTokens: e.ENGRAM_MAX_OUTPUT_TOKENS,
+        contextWindow: e.ENGRAM_CONTEXT_WINDOW,
+        maxTurns: e.ENGRAM_MAX_TURNS,
+        drainTimeoutMs: e.ENGRAM_DRAIN_TIMEOUT_MS,
+        enqueueTimeoutMs: e.ENGRAM_ENQUEUE_TIMEOUT_MS,
+        managedClaudeMdPath: e.ENGRAM_MANAGED_CLAUDE_MD,
+        anthropic: scriptedModel
+          ? { apiKey: 'scripted-playground', baseURL: dev?.scriptedModel }
+          : shared.anthropic,
+        scriptedModel,
+        memoryEnabled: !e.ENGRAM_DISABLE_MEMORY,
+        dream: {
+          minHours: e.ENGRAM_DREAM_MIN_HOURS,
+          minSessions: e.ENGRAM_DREAM_MIN_SESSIONS,
+          scanIntervalMs: e.ENGRAM_DREAM_SCAN_INTERVAL_MS,
+        },
+        teamSync: shared.teamSync && {
+          ...shared.teamSync,
           sessionStartWaitMs: e.ENGRAM_TEAM_SYNC_WAIT_MS,
           debounceMs: e.ENGRAM_TEAM_SYNC_DEBOUNCE_MS,
-          stores,
-        }
-      : undefined,
-    teamMemoryDatabaseUrl: e.ENGRAM_TEAM_MEMORY_DATABASE_URL,
-  };
+        },
+        teamMemoryDatabaseUrl: e.ENGRAM_TEAM_MEMORY_DATABASE_URL,
+      };
+    },
+  });
 }
