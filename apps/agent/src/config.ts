@@ -1,21 +1,16 @@
-import { homedir } from 'node:os';
 import {
-  ConfigError,
-  loadSettings,
-  nonNegativeInt,
-  positiveInt,
-  type SharedSettings,
-  sharedEnvSchema,
-  type TeamSyncSettings,
-} from '@engram/config/env';
-import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
-import { parseStoreBindings, type StoreBindings } from '@engram/team-memory/client/protocol';
+  type AgentSessionConfig,
+  agentSessionEnvSchema,
+  agentSessionSpec,
+} from '@engram/agent-session/config';
+import { ConfigError, loadSettings, nonNegativeInt } from '@engram/config/env';
+import type { QueueBackendConfig } from '@engram/queue/backend-config';
 import { z } from 'zod';
 import { readDevStack } from './dev-stack.js';
 
 // The agent's configuration: environment only, validated at start with a readable error. The settings it
-// shares with the workers (home, queue, models, team sync, …) and the loader come from @engram/config; this
-// file adds the agent's own.
+// shares with the workers and the loader come from @engram/config, a session's own from
+// @engram/agent-session; this file adds what the CLI and `engram serve` need besides.
 
 export class AgentConfigError extends ConfigError {
   constructor(message: string) {
@@ -24,61 +19,29 @@ export class AgentConfigError extends ConfigError {
   }
 }
 
-const envSchema = sharedEnvSchema.extend({
-  ENGRAM_MAX_OUTPUT_TOKENS: positiveInt.default(16_000),
-  ENGRAM_CONTEXT_WINDOW: positiveInt.default(200_000),
-  ENGRAM_MAX_TURNS: positiveInt.default(50),
+const envSchema = agentSessionEnvSchema.extend({
   ENGRAM_DRAIN_TIMEOUT_MS: nonNegativeInt.default(60_000),
-  ENGRAM_ENQUEUE_TIMEOUT_MS: positiveInt.default(2_000),
-  ENGRAM_MANAGED_CLAUDE_MD: z.string().default('/etc/claude-code/CLAUDE.md'),
-  ENGRAM_DREAM_MIN_HOURS: z.coerce.number().positive().default(24),
-  ENGRAM_DREAM_MIN_SESSIONS: positiveInt.default(5),
-  ENGRAM_DREAM_SCAN_INTERVAL_MS: positiveInt.default(10 * 60_000),
   ENGRAM_TEAM_MEMORY_DATABASE_URL: z
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
     .optional(),
-  ENGRAM_TEAM_SYNC_WAIT_MS: z.coerce.number().int().min(0).default(3_000),
-  ENGRAM_TEAM_SYNC_DEBOUNCE_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
 });
 
-export interface AgentConfig extends SharedSettings<QueueBackendConfig, StoreBindings> {
-  homeDir: string;
-  maxOutputTokens: number;
-  contextWindow: number;
-  maxTurns: number;
+export interface AgentConfig extends AgentSessionConfig {
+  /** How long a short-lived command waits for its turn's memory work before it exits. */
   drainTimeoutMs: number;
-  enqueueTimeoutMs: number;
-  managedClaudeMdPath: string;
-  /**
-   * A served turn's tenant workspace root (set by `engram serve` per tenant, never from the environment):
-   * CLAUDE.md discovery and `@` imports stay inside it and the tenant's own home. Unset for the CLI.
-   */
-  workspaceRoot?: string;
   /** Set when the model is the scripted playground of a keyless `engram dev --scripted-model`. */
   scriptedModel: boolean;
-  memoryEnabled: boolean;
-  dream: { minHours: number; minSessions: number; scanIntervalMs: number };
-  /**
-   * Team memory sync (the workers need the URL and the key too). The key is only read here for `engram team`,
-   * which talks to the service itself.
-   */
-  teamSync:
-    | (TeamSyncSettings<StoreBindings> & { sessionStartWaitMs: number; debounceMs: number })
-    | undefined;
   /** PostgreSQL for the team memory service `engram serve` hosts (packages/team-memory). */
   teamMemoryDatabaseUrl: string | undefined;
 }
 
 export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
   return loadSettings(env, {
-    what: 'configuration',
+    ...agentSessionSpec,
     schema: envSchema,
-    defaultLogLevel: 'warn',
-    resolveBackend: resolveBackendConfig,
-    parseStores: parseStoreBindings,
     error: (message) => new AgentConfigError(message),
-    own: (e, shared) => {
+    own: (e, shared, invalid) => {
       // Nothing configured: use the queue (and, with no key, the scripted model) of a running `engram dev`.
       const keyless = !shared.anthropic.apiKey && !shared.anthropic.baseURL;
       const dev = shared.backend.implicit || keyless ? readDevStack(shared.engramHome) : undefined;
@@ -90,29 +53,13 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
           : shared.backend;
       const scriptedModel = keyless && !!dev?.scriptedModel;
       return {
+        ...agentSessionSpec.own(e, shared, invalid),
         backend,
-        homeDir: e.HOME ?? homedir(),
-        maxOutputTokens: e.ENGRAM_MAX_OUTPUT_TOKENS,
-        contextWindow: e.ENGRAM_CONTEXT_WINDOW,
-        maxTurns: e.ENGRAM_MAX_TURNS,
-        drainTimeoutMs: e.ENGRAM_DRAIN_TIMEOUT_MS,
-        enqueueTimeoutMs: e.ENGRAM_ENQUEUE_TIMEOUT_MS,
-        managedClaudeMdPath: e.ENGRAM_MANAGED_CLAUDE_MD,
         anthropic: scriptedModel
           ? { apiKey: 'scripted-playground', baseURL: dev?.scriptedModel }
           : shared.anthropic,
         scriptedModel,
-        memoryEnabled: !e.ENGRAM_DISABLE_MEMORY,
-        dream: {
-          minHours: e.ENGRAM_DREAM_MIN_HOURS,
-          minSessions: e.ENGRAM_DREAM_MIN_SESSIONS,
-          scanIntervalMs: e.ENGRAM_DREAM_SCAN_INTERVAL_MS,
-        },
-        teamSync: shared.teamSync && {
-          ...shared.teamSync,
-          sessionStartWaitMs: e.ENGRAM_TEAM_SYNC_WAIT_MS,
-          debounceMs: e.ENGRAM_TEAM_SYNC_DEBOUNCE_MS,
-        },
+        drainTimeoutMs: e.ENGRAM_DRAIN_TIMEOUT_MS,
         teamMemoryDatabaseUrl: e.ENGRAM_TEAM_MEMORY_DATABASE_URL,
       };
     },
