@@ -19,13 +19,13 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadAgentConfig } from '@engram/agent/config';
-import { MemoryQueue, type SessionRef } from '@engram/agent/memory/memory-queue';
 import {
   type ChainEntry,
   createAssistantEntry,
   createUserEntry,
   type EntryStamp,
 } from '@engram/agent-runtime/transcript/entry';
+import { MemoryQueue, type SessionRef } from '@engram/memory-client/memory-queue';
 import { hasMemoryWritesSince, isMemoryPathSync } from '@engram/memory-core/extraction/memory-writes';
 import { writeSessionRecord } from '@engram/memory-core/extraction/session-record';
 import { engramPathsFor } from '@engram/memory-core/paths/memory-paths';

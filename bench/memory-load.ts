@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadAgentConfig } from '@engram/agent/config';
-import { MemoryQueue } from '@engram/agent/memory/memory-queue';
+import { MemoryQueue } from '@engram/memory-client/memory-queue';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
 import { startLocalRedis } from '@engram/queue/local-redis';
 import { startModelServer } from '@engram/testkit/model-server';

@@ -7,8 +7,9 @@ import { describe, expect, it } from 'vitest';
 
 // The workspace's dependency rules (ARCHITECTURE.md, "Packages and the direction of dependencies"), checked on the files themselves: apps are
 // compositions of packages and import no other app; packages import no app; memory-core stays free of the
-// queue, Redis and the model SDK; and a workspace's shipped code imports only what its package.json declares
-// as a runtime dependency, so `npm ci --omit=dev` installs everything it needs and nothing from the tests.
+// queue, Redis and the model SDK; the foreground's domain code (agent-session) carries no CLI, HTTP or
+// terminal I/O; and a workspace's shipped code imports only what its package.json declares as a runtime
+// dependency, so `npm ci --omit=dev` installs everything it needs and nothing from the tests.
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -166,6 +167,34 @@ describe('dependency boundaries', () => {
     const offending = imports(byName('@engram/memory-core'), 'all')
       .filter((s) => forbidden.test(s.spec))
       .map((s) => `${s.file}: ${s.spec}`);
+    expect(offending).toEqual([]);
+  });
+
+  it('agent-session, the foreground domain, imports no CLI, HTTP or metrics framework and writes to no terminal', () => {
+    const ws = byName('@engram/agent-session');
+    const frameworks = /^(commander|hono|@hono\/|prom-client|@engram\/(worker-service|scripted-model))/;
+    const offending = imports(ws, 'shipped')
+      .filter((s) => frameworks.test(s.spec))
+      .map((s) => `${s.file}: ${s.spec}`);
+    // Printing is the app's: the package returns what happened and the words for it, never writes them.
+    for (const file of sourceFiles(ws.dir).filter((f) => !isTestFile(f))) {
+      const text = readFileSync(file, 'utf8');
+      if (/\bprocess\.(stdout|stderr)\b|\bconsole\.\w+\(/.test(text))
+        offending.push(`${relative(ROOT, file)}: writes output`);
+    }
+    expect(sourceFiles(ws.dir).filter((f) => !isTestFile(f)).length).toBeGreaterThan(5);
+    expect(offending).toEqual([]);
+  });
+
+  it("apps re-export nothing from a package (importers use the package's own module)", () => {
+    const offending: string[] = [];
+    for (const ws of APPS) {
+      for (const file of sourceFiles(ws.dir).filter((f) => !isTestFile(f))) {
+        const text = readFileSync(file, 'utf8');
+        for (const m of text.matchAll(/(?:^|[\s;])export\s[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]/g))
+          if (packageOf(m[1]!)) offending.push(`${relative(ROOT, file)}: ${m[1]}`);
+      }
+    }
     expect(offending).toEqual([]);
   });
 

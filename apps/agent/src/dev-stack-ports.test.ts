@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MemoryQueue, QueueNotConfiguredError } from '@engram/memory-client/memory-queue';
 import { readOutbox } from '@engram/memory-core/extraction/session-record';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import { freePort } from '@engram/queue/local-redis';
@@ -14,8 +15,6 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { assertBuilt, ENGRAM_BIN, engram } from './cli.test-helpers.js';
 import { loadAgentConfig } from './config.js';
-import { QueueNotConfiguredError } from './dev-stack.js';
-import { MemoryQueue } from './memory/memory-queue.js';
 
 // Issue 29 item 3: a restarted `engram dev` keeps its ports, so clients that read dev-stack.json once find it
 // again; a CLI attaches only to its own home's stack or an explicit REDIS_URL, never to whatever answers on

@@ -144,6 +144,3 @@ export async function writeDevPorts(engramHome: string, ports: DevPorts): Promis
   const merged = { ...readDevPorts(engramHome), ...ports };
   await writeFileAtomic(devPortsPath(engramHome), `${JSON.stringify(merged, null, 2)}\n`);
 }
-
-// No queue engine for this home (lives with MemoryQueue in @engram/memory-client; re-exported for the commands).
-export { QueueNotConfiguredError } from '@engram/memory-client/memory-queue';

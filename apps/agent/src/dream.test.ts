@@ -3,6 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createModelClient } from '@engram/agent-runtime/model/client';
 import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
+import { AgentSession } from '@engram/agent-session/agent-session';
+import { mainAgentPolicy } from '@engram/agent-session/permissions';
+import { MemoryQueue } from '@engram/memory-client/memory-queue';
 import { CONSOLIDATION_PROMPT_TITLE } from '@engram/memory-core/dream/consolidation-prompt';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
@@ -13,9 +16,6 @@ import { startTestWorkerService } from '@engram/worker-service/testing/service.t
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { assertBuilt, engram } from './cli.test-helpers.js';
 import { loadAgentConfig } from './config.js';
-import { MemoryQueue } from './memory/memory-queue.js';
-import { AgentSession } from './session/agent-session.js';
-import { mainAgentPolicy } from './session/permissions.js';
 
 // autoDream from the foreground: the gate at turn end, and `engram dream --force` following a real
 // consolidation to the end; snapshots listed and restored from the CLI.

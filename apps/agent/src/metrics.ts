@@ -1,6 +1,6 @@
+import type { TurnResult } from '@engram/agent-session/agent-session';
 import { bridgePrometheusRegistry } from '@engram/telemetry/prometheus-bridge';
 import { Counter, collectDefaultMetrics, Registry } from 'prom-client';
-import type { TurnResult } from './session/agent-session.js';
 
 // Prometheus metrics of the hosted agent (`engram serve`): turns, and the memory work each turn decided —
 // including what did not happen (enqueue failures, index cuts), which must never be silent.

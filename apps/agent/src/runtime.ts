@@ -1,8 +1,8 @@
 import { createModelClient, type ModelClient } from '@engram/agent-runtime/model/client';
+import type { AgentSessionDeps } from '@engram/agent-session/agent-session';
+import { MemoryQueue } from '@engram/memory-client/memory-queue';
+import { TeamSyncTrigger } from '@engram/memory-client/team-sync-trigger';
 import { type AgentConfig, AgentConfigError } from './config.js';
-import { MemoryQueue } from './memory/memory-queue.js';
-import { TeamSyncTrigger } from './memory/team-sync-trigger.js';
-import type { AgentSessionDeps } from './session/agent-session.js';
 
 // Composition root for commands that talk to the model: one model client, one memory queue per process.
 

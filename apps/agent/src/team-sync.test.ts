@@ -11,6 +11,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
+import { AgentSession } from '@engram/agent-session/agent-session';
+import { mainAgentPolicy } from '@engram/agent-session/permissions';
 import { TeamMemoryHttpClient } from '@engram/team-memory/client/http-client';
 import { pullTeamMemory, pushTeamMemory } from '@engram/team-memory/client/sync';
 import { TeamSyncStateFile } from '@engram/team-memory/client/sync-state';
@@ -28,8 +30,6 @@ import { runCommand } from './commands/run.js';
 import { teamPull, teamPush, teamStatus } from './commands/team.js';
 import { loadAgentConfig } from './config.js';
 import { createAgentRuntime } from './runtime.js';
-import { AgentSession } from './session/agent-session.js';
-import { mainAgentPolicy } from './session/permissions.js';
 
 // Team memory across two machines, as people use it: two ENGRAM_HOMEs, two clones of one repository (ssh and
 // https remotes), each with its own workers on the run's Redis, one team memory service on embedded

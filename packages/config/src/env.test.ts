@@ -2,7 +2,16 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { boolFlag, ConfigError, resolveEngramHome, sharedEnvSchema } from './env.js';
+import {
+  boolFlag,
+  ConfigError,
+  loadSettings,
+  positiveInt,
+  resolveEngramHome,
+  type SettingsSpec,
+  type SharedEnv,
+  sharedEnvSchema,
+} from './env.js';
 import { isSessionId, sessionIdSchema } from './session-id.js';
 
 describe('shared configuration', () => {
@@ -32,6 +41,64 @@ describe('shared configuration', () => {
     expect(() => resolveEngramHome({ ENGRAM_HOME: join(file, 'sub') })).toThrow(
       new RegExp(`but ${file} is a file`),
     );
+  });
+
+  it('loads every process the same way: the shared settings once, then only what the process adds', () => {
+    class OwnError extends ConfigError {}
+    const schema = sharedEnvSchema.extend({ OWN_LIMIT: positiveInt.default(7) });
+    const spec: SettingsSpec<SharedEnv & { OWN_LIMIT: number }, string, string, { limit: number }> = {
+      what: 'test configuration',
+      schema,
+      defaultLogLevel: 'warn',
+      resolveBackend: (env) => `backend:${env.REDIS_URL ?? 'default'}`,
+      parseStores: (value) => (value === 'bad' ? { error: 'not a store id' } : `stores:${value ?? ''}`),
+      own: (e, _shared, invalid) =>
+        e.OWN_LIMIT > 100 ? invalid('OWN_LIMIT: over 100') : { limit: e.OWN_LIMIT },
+      error: (message) => new OwnError(message),
+    };
+    const home = join(tmpdir(), `cfg-load-${process.pid}`);
+    const config = loadSettings(
+      {
+        HOME: home,
+        REDIS_URL: 'redis://q',
+        ENGRAM_TEAM_SYNC_URL: 'https://team.example',
+        ENGRAM_TEAM_MEMORY_STORE: 'memstore_1',
+        ANTHROPIC_API_KEY: 'k',
+      },
+      spec,
+    );
+    expect(config).toEqual({
+      engramHome: join(home, '.engram'),
+      memoryDirOverride: undefined,
+      backend: 'backend:redis://q',
+      namespace: 'engram',
+      model: 'claude-sonnet-5-5',
+      smallModel: 'claude-haiku-5-5',
+      anthropic: { apiKey: 'k', baseURL: undefined },
+      cleanupPeriodDays: 30,
+      logLevel: 'warn',
+      teamSync: { url: 'https://team.example', apiKey: undefined, stores: 'stores:memstore_1' },
+      limit: 7,
+    });
+    expect(loadSettings({ HOME: home, LOG_LEVEL: 'debug' }, spec).logLevel).toBe('debug');
+    // Every failure is the process's own error, naming the configuration and the variable.
+    for (const [env, line] of [
+      [{ OWN_LIMIT: 'many' }, 'OWN_LIMIT'],
+      [{ OWN_LIMIT: '101' }, 'OWN_LIMIT: over 100'],
+      [{ ENGRAM_TEAM_MEMORY_STORE: 'bad' }, 'ENGRAM_TEAM_MEMORY_STORE: not a store id'],
+      [{ ENGRAM_NAMESPACE: 'a b' }, 'ENGRAM_NAMESPACE'],
+    ] as const) {
+      const thrown = (() => {
+        try {
+          loadSettings({ HOME: home, ...env }, spec);
+        } catch (error) {
+          return error as Error;
+        }
+      })();
+      expect(thrown).toBeInstanceOf(OwnError);
+      expect(thrown?.message).toMatch(/^Invalid test configuration:\n/);
+      expect(thrown?.message).toContain(line);
+    }
   });
 
   it('has one session-id rule: UUIDs and simple ids pass; dots, separators and hidden names do not', () => {

@@ -5,8 +5,8 @@ import { EngramError } from '@engram/errors/engram-error';
 import { z } from 'zod';
 
 // The settings the agent (CLI, `engram serve`) and the workers share, parsed one way: the same names, the
-// same defaults, the same boolean rule. Each process adds its own settings to `sharedEnvSchema` and turns a
-// parse failure into its ConfigError with `describeIssues`.
+// same defaults, the same boolean rule, and one loader (`loadSettings`). Each process extends
+// `sharedEnvSchema` and `SharedSettings` with its own settings only.
 
 export class ConfigError extends EngramError {
   constructor(message: string) {
@@ -29,18 +29,34 @@ export const DEFAULT_SMALL_MODEL = 'claude-haiku-5-5';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 /**
  * The settings every process resolves the same way (agents and workers: the data home, the memory directory
- * override, the queue engine, the key namespace, the two models). `Backend` is the queue's backend type, which
- * this package does not know.
+ * override, the queue engine, the key namespace, the two models, the model endpoint, retention, log level,
+ * team sync). `Backend` is the queue's backend type and `Stores` the team memory store bindings, which this
+ * package does not know.
  */
-export interface SharedSettings<Backend> {
+export interface SharedSettings<Backend, Stores> {
   engramHome: string;
   memoryDirOverride: string | undefined;
   backend: Backend;
   namespace: string;
   model: string;
   smallModel: string;
+  anthropic: { apiKey: string | undefined; baseURL: string | undefined };
+  /** ENGRAM_CLEANUP_PERIOD_DAYS: transcripts on the agents, per-session queue state on the workers. */
+  cleanupPeriodDays: number;
+  logLevel: LogLevel;
+  /** On when ENGRAM_TEAM_SYNC_URL is set. */
+  teamSync: TeamSyncSettings<Stores> | undefined;
+}
+
+export interface TeamSyncSettings<Stores> {
+  url: string;
+  apiKey: string | undefined;
+  /** ENGRAM_TEAM_MEMORY_STORE: which projects sync through a memory store. */
+  stores: Stores;
 }
 
 export const sharedEnvSchema = z.object({
@@ -66,7 +82,78 @@ export const sharedEnvSchema = z.object({
    * `owner/name=memstore_…,…` per repository (packages/team-memory client/protocol.ts checks the shape).
    */
   ENGRAM_TEAM_MEMORY_STORE: z.string().max(4096).optional(),
+  /** Each process has its own default (`SettingsSpec.defaultLogLevel`). */
+  LOG_LEVEL: z.enum(LOG_LEVELS).optional(),
 });
+
+export type SharedEnv = z.output<typeof sharedEnvSchema>;
+
+/** How one process reads its configuration: the shared settings plus its own. */
+export interface SettingsSpec<Env extends SharedEnv, Backend, Stores, Own> {
+  /** Names the configuration in every error ("Invalid worker configuration: …"). */
+  what: string;
+  /** `sharedEnvSchema` extended with the process's own variables. */
+  schema: z.ZodType<Env>;
+  defaultLogLevel: LogLevel;
+  /** The queue engine from the environment (packages/queue's `resolveBackendConfig`). */
+  resolveBackend: (env: NodeJS.ProcessEnv) => Backend;
+  /** ENGRAM_TEAM_MEMORY_STORE's bindings (packages/team-memory's `parseStoreBindings`). */
+  parseStores: (value: string | undefined) => Stores | { error: string };
+  /**
+   * The process's own settings (it may refine a shared one, e.g. add fields to `anthropic`). `invalid` throws
+   * the configuration error for one line of explanation.
+   */
+  own: (env: Env, shared: SharedSettings<Backend, Stores>, invalid: (line: string) => never) => Own;
+  /** The process's own ConfigError subclass, if it has one. */
+  error?: (message: string) => ConfigError;
+}
+
+/**
+ * The one configuration loader of every process: parses the environment with the process's schema, resolves
+ * the shared settings, then the process's own. Every failure is one ConfigError that names the variable.
+ */
+export function loadSettings<Env extends SharedEnv, Backend, Stores, Own>(
+  env: NodeJS.ProcessEnv,
+  spec: SettingsSpec<Env, Backend, Stores, Own>,
+): Omit<SharedSettings<Backend, Stores>, keyof Own> & Own {
+  const fail = (details: string): never => {
+    const message = `Invalid ${spec.what}:\n${details}`;
+    throw spec.error ? spec.error(message) : new ConfigError(message);
+  };
+  const invalid = (line: string): never => fail(`  ${line}`);
+  const parsed = spec.schema.safeParse(env);
+  if (!parsed.success) return fail(describeIssues(parsed.error));
+  const e = parsed.data;
+  const stores = spec.parseStores(e.ENGRAM_TEAM_MEMORY_STORE);
+  if (isParseError(stores)) return invalid(`ENGRAM_TEAM_MEMORY_STORE: ${stores.error}`);
+  let backend: Backend;
+  let engramHome: string;
+  try {
+    backend = spec.resolveBackend(env);
+    engramHome = resolveEngramHome(e);
+  } catch (error) {
+    return invalid((error as Error).message);
+  }
+  const shared: SharedSettings<Backend, Stores> = {
+    engramHome,
+    memoryDirOverride: e.ENGRAM_MEMORY_DIR || undefined,
+    backend,
+    namespace: e.ENGRAM_NAMESPACE,
+    model: e.ENGRAM_MODEL,
+    smallModel: e.ENGRAM_SMALL_MODEL,
+    anthropic: { apiKey: e.ANTHROPIC_API_KEY, baseURL: e.ANTHROPIC_BASE_URL },
+    cleanupPeriodDays: e.ENGRAM_CLEANUP_PERIOD_DAYS,
+    logLevel: e.LOG_LEVEL ?? spec.defaultLogLevel,
+    teamSync: e.ENGRAM_TEAM_SYNC_URL
+      ? { url: e.ENGRAM_TEAM_SYNC_URL, apiKey: e.ENGRAM_TEAM_SYNC_KEY, stores }
+      : undefined,
+  };
+  return { ...shared, ...spec.own(e, shared, invalid) };
+}
+
+function isParseError(value: unknown): value is { error: string } {
+  return typeof value === 'object' && value !== null && 'error' in value;
+}
 
 export function describeIssues(error: z.ZodError): string {
   return error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`).join('\n');

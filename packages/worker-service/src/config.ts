@@ -1,10 +1,8 @@
 import {
   boolFlag,
   ConfigError,
-  describeIssues,
-  LOG_LEVELS,
+  loadSettings,
   positiveInt,
-  resolveEngramHome,
   type SharedSettings,
   sharedEnvSchema,
 } from '@engram/config/env';
@@ -15,7 +13,8 @@ import { parseStoreBindings, type StoreBindings } from '@engram/team-memory/clie
 import { z } from 'zod';
 
 // The worker service's configuration: environment only, validated at start with a readable error. The settings
-// it shares with the agent (home, model, namespace, booleans) come from @engram/config, so both read them alike.
+// it shares with the agent (home, queue, models, team sync, …) and the loader come from @engram/config; this
+// file adds the workers' own.
 
 export { ConfigError };
 
@@ -52,13 +51,10 @@ const envSchema = sharedEnvSchema.extend({
   ENGRAM_DASHBOARD_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   ENGRAM_DASHBOARD_USER: z.string().min(1).optional(),
   ENGRAM_DASHBOARD_PASSWORD: z.string().min(8, 'must be at least 8 characters').optional(),
-  LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
 });
 
-export interface WorkersConfig extends SharedSettings<QueueBackendConfig> {
-  anthropic: {
-    apiKey: string | undefined;
-    baseURL: string | undefined;
+export interface WorkersConfig extends SharedSettings<QueueBackendConfig, StoreBindings> {
+  anthropic: SharedSettings<QueueBackendConfig, StoreBindings>['anthropic'] & {
     maxRetries: number;
     /** Model threads per client (0: the SDK runs on the jobs' thread). */
     threads: number;
@@ -96,109 +92,79 @@ export interface WorkersConfig extends SharedSettings<QueueBackendConfig> {
     token: string | undefined;
     basicAuth: { user: string; password: string } | undefined;
   };
-  logLevel: string;
-  /**
-   * The team memory service (team sync is off without its URL). `apiKey` is the operator's own tenant key, for
-   * jobs without a tenant (the CLI's sessions); a hosted tenant's jobs use that tenant's own credential
-   * (TenantStore.teamSyncKey), so a deployment that only serves tenants sets the URL alone.
-   */
-  teamSync: { url: string; apiKey: string | undefined; stores: StoreBindings } | undefined;
+  // teamSync (shared): `apiKey` is the operator's own tenant key, for jobs without a tenant (the CLI's
+  // sessions); a hosted tenant's jobs use that tenant's own credential (TenantStore.teamSyncKey), so a
+  // deployment that only serves tenants sets the URL alone.
 }
 
 export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): WorkersConfig {
-  const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    throw new ConfigError(`Invalid worker configuration:\n${describeIssues(parsed.error)}`);
-  }
-  const e = parsed.data;
-  if ((e.ENGRAM_DASHBOARD_USER === undefined) !== (e.ENGRAM_DASHBOARD_PASSWORD === undefined)) {
-    throw new ConfigError(
-      'Invalid worker configuration:\n  ENGRAM_DASHBOARD_USER and ENGRAM_DASHBOARD_PASSWORD must be set together.',
-    );
-  }
-  if (e.ENGRAM_TEAM_SYNC_KEY !== undefined && e.ENGRAM_TEAM_SYNC_URL === undefined) {
-    throw new ConfigError(
-      'Invalid worker configuration:\n  ENGRAM_TEAM_SYNC_KEY is set without ENGRAM_TEAM_SYNC_URL (the team memory service to use it with).',
-    );
-  }
-  const stores = parseStoreBindings(e.ENGRAM_TEAM_MEMORY_STORE);
-  if ('error' in stores)
-    throw new ConfigError(`Invalid worker configuration:\n  ENGRAM_TEAM_MEMORY_STORE: ${stores.error}`);
-  let queues = [...JOB_KINDS];
-  if (e.ENGRAM_QUEUES) {
-    const names = e.ENGRAM_QUEUES.split(',')
-      .map((s) => s.trim())
-      .filter(Boolean);
-    const unknown = names.filter((n) => !JOB_KINDS.includes(n as JobKind));
-    if (unknown.length) {
-      throw new ConfigError(
-        `Invalid worker configuration:\n  ENGRAM_QUEUES: unknown queue(s) ${unknown.join(', ')}; use ${JOB_KINDS.join(', ')}.`,
-      );
-    }
-    queues = names as JobKind[];
-  }
-  let backend: QueueBackendConfig;
-  try {
-    backend = resolveBackendConfig(env);
-  } catch (error) {
-    throw new ConfigError(`Invalid worker configuration:\n  ${(error as Error).message}`);
-  }
-  let engramHome: string;
-  try {
-    engramHome = resolveEngramHome(e);
-  } catch (error) {
-    throw new ConfigError(`Invalid worker configuration:\n  ${(error as Error).message}`);
-  }
-  return {
-    engramHome,
-    memoryDirOverride: e.ENGRAM_MEMORY_DIR || undefined,
-    backend,
-    namespace: e.ENGRAM_NAMESPACE,
-    model: e.ENGRAM_MODEL,
-    smallModel: e.ENGRAM_SMALL_MODEL,
-    anthropic: {
-      apiKey: e.ANTHROPIC_API_KEY,
-      baseURL: e.ANTHROPIC_BASE_URL,
-      maxRetries: e.ENGRAM_MODEL_MAX_RETRIES,
-      threads: e.ENGRAM_MODEL_THREADS,
+  return loadSettings(env, {
+    what: 'worker configuration',
+    schema: envSchema,
+    defaultLogLevel: 'info',
+    resolveBackend: resolveBackendConfig,
+    parseStores: parseStoreBindings,
+    own: (e, shared, invalid) => {
+      if ((e.ENGRAM_DASHBOARD_USER === undefined) !== (e.ENGRAM_DASHBOARD_PASSWORD === undefined))
+        invalid('ENGRAM_DASHBOARD_USER and ENGRAM_DASHBOARD_PASSWORD must be set together.');
+      if (e.ENGRAM_TEAM_SYNC_KEY !== undefined && e.ENGRAM_TEAM_SYNC_URL === undefined)
+        invalid(
+          'ENGRAM_TEAM_SYNC_KEY is set without ENGRAM_TEAM_SYNC_URL (the team memory service to use it with).',
+        );
+      return {
+        anthropic: {
+          ...shared.anthropic,
+          maxRetries: e.ENGRAM_MODEL_MAX_RETRIES,
+          threads: e.ENGRAM_MODEL_THREADS,
+        },
+        http: { host: e.ENGRAM_WORKERS_HOST, port: e.ENGRAM_WORKERS_PORT },
+        queues: parseQueues(e.ENGRAM_QUEUES, invalid),
+        concurrency: {
+          extract: e.ENGRAM_CONCURRENCY_EXTRACT,
+          'session-memory': e.ENGRAM_CONCURRENCY_SESSION_MEMORY,
+          dream: e.ENGRAM_CONCURRENCY_DREAM,
+          recall: e.ENGRAM_CONCURRENCY_RECALL,
+          'team-sync': e.ENGRAM_CONCURRENCY_TEAM_SYNC,
+        },
+        lockDurationMs: e.ENGRAM_LOCK_DURATION_MS,
+        nice: e.ENGRAM_WORKERS_NICE,
+        stalledIntervalMs: e.ENGRAM_STALLED_INTERVAL_MS,
+        dreamLockTtlMs: e.ENGRAM_DREAM_LOCK_TTL_MS,
+        extractStaged:
+          e.ENGRAM_EXTRACT_STAGED === undefined || e.ENGRAM_EXTRACT_STAGED === 'auto'
+            ? 'auto'
+            : ['1', 'true', 'yes', 'on'].includes(e.ENGRAM_EXTRACT_STAGED)
+              ? 'always'
+              : 'never',
+        dreamMaxDeletedShare: e.ENGRAM_DREAM_MAX_DELETED_SHARE,
+        recallTimeoutMs: e.ENGRAM_RECALL_TIMEOUT_MS,
+        shutdownTimeoutMs: e.ENGRAM_SHUTDOWN_TIMEOUT_MS,
+        reconcileIntervalMs: e.ENGRAM_RECONCILE_INTERVAL_MS,
+        reconcileQuietMs: e.ENGRAM_RECONCILE_QUIET_MS,
+        sessionStateTtlMs: sessionStateTtlMs(shared.cleanupPeriodDays),
+        dashboard: {
+          enabled: e.ENGRAM_DASHBOARD,
+          readOnly: e.ENGRAM_DASHBOARD_READONLY,
+          token: e.ENGRAM_DASHBOARD_TOKEN,
+          basicAuth:
+            e.ENGRAM_DASHBOARD_USER && e.ENGRAM_DASHBOARD_PASSWORD
+              ? { user: e.ENGRAM_DASHBOARD_USER, password: e.ENGRAM_DASHBOARD_PASSWORD }
+              : undefined,
+        },
+      };
     },
-    http: { host: e.ENGRAM_WORKERS_HOST, port: e.ENGRAM_WORKERS_PORT },
-    queues,
-    concurrency: {
-      extract: e.ENGRAM_CONCURRENCY_EXTRACT,
-      'session-memory': e.ENGRAM_CONCURRENCY_SESSION_MEMORY,
-      dream: e.ENGRAM_CONCURRENCY_DREAM,
-      recall: e.ENGRAM_CONCURRENCY_RECALL,
-      'team-sync': e.ENGRAM_CONCURRENCY_TEAM_SYNC,
-    },
-    lockDurationMs: e.ENGRAM_LOCK_DURATION_MS,
-    nice: e.ENGRAM_WORKERS_NICE,
-    stalledIntervalMs: e.ENGRAM_STALLED_INTERVAL_MS,
-    dreamLockTtlMs: e.ENGRAM_DREAM_LOCK_TTL_MS,
-    extractStaged:
-      e.ENGRAM_EXTRACT_STAGED === undefined || e.ENGRAM_EXTRACT_STAGED === 'auto'
-        ? 'auto'
-        : ['1', 'true', 'yes', 'on'].includes(e.ENGRAM_EXTRACT_STAGED)
-          ? 'always'
-          : 'never',
-    dreamMaxDeletedShare: e.ENGRAM_DREAM_MAX_DELETED_SHARE,
-    recallTimeoutMs: e.ENGRAM_RECALL_TIMEOUT_MS,
-    shutdownTimeoutMs: e.ENGRAM_SHUTDOWN_TIMEOUT_MS,
-    reconcileIntervalMs: e.ENGRAM_RECONCILE_INTERVAL_MS,
-    reconcileQuietMs: e.ENGRAM_RECONCILE_QUIET_MS,
-    sessionStateTtlMs: sessionStateTtlMs(e.ENGRAM_CLEANUP_PERIOD_DAYS),
-    dashboard: {
-      enabled: e.ENGRAM_DASHBOARD,
-      readOnly: e.ENGRAM_DASHBOARD_READONLY,
-      token: e.ENGRAM_DASHBOARD_TOKEN,
-      basicAuth:
-        e.ENGRAM_DASHBOARD_USER && e.ENGRAM_DASHBOARD_PASSWORD
-          ? { user: e.ENGRAM_DASHBOARD_USER, password: e.ENGRAM_DASHBOARD_PASSWORD }
-          : undefined,
-    },
-    logLevel: e.LOG_LEVEL,
-    teamSync: e.ENGRAM_TEAM_SYNC_URL
-      ? { url: e.ENGRAM_TEAM_SYNC_URL, apiKey: e.ENGRAM_TEAM_SYNC_KEY, stores }
-      : undefined,
-  };
+  });
+}
+
+/** ENGRAM_QUEUES: the queues this process consumes (default: all). */
+function parseQueues(value: string | undefined, invalid: (line: string) => never): JobKind[] {
+  if (!value) return [...JOB_KINDS];
+  const names = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const unknown = names.filter((n) => !JOB_KINDS.includes(n as JobKind));
+  if (unknown.length)
+    invalid(`ENGRAM_QUEUES: unknown queue(s) ${unknown.join(', ')}; use ${JOB_KINDS.join(', ')}.`);
+  return names as JobKind[];
 }

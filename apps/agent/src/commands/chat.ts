@@ -1,12 +1,12 @@
 import { createInterface, type Interface } from 'node:readline';
 import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
+import { AgentSession, describeReceipts } from '@engram/agent-session/agent-session';
+import { describeDreamReceipt, takeNewDreamReceipt } from '@engram/agent-session/memory/dream-trigger';
+import { describeRecall } from '@engram/agent-session/memory/recall-prefetch';
+import { mainAgentPolicy } from '@engram/agent-session/permissions';
 import { listMemories } from '@engram/memory-core/memdir/memory-files';
 import type { AgentConfig } from '../config.js';
-import { describeDreamReceipt, takeNewDreamReceipt } from '../memory/dream-trigger.js';
-import { describeRecall } from '../memory/recall-prefetch.js';
 import { createAgentRuntime } from '../runtime.js';
-import { AgentSession, describeReceipts } from '../session/agent-session.js';
-import { mainAgentPolicy } from '../session/permissions.js';
 import { EXIT, type Output } from './output.js';
 
 // `engram chat`: an interactive session. Asks before any write or non-read-only Bash outside the memory

@@ -1,15 +1,15 @@
 import { promises as fs, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
+import { AgentSession, describeReceipts } from '@engram/agent-session/agent-session';
+import { describeRecall } from '@engram/agent-session/memory/recall-prefetch';
+import { mainAgentPolicy } from '@engram/agent-session/permissions';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { redactUrl } from '@engram/queue/backend-config';
 import { type RecordedRequest, startModelServer } from '@engram/scripted-model/model-server';
 import { jsonReply, reply, type ScriptStep, text, textReply, toolUse } from '@engram/scripted-model/replies';
 import type { AgentConfig } from '../config.js';
-import { describeRecall } from '../memory/recall-prefetch.js';
 import { createAgentRuntime } from '../runtime.js';
-import { AgentSession, describeReceipts } from '../session/agent-session.js';
-import { mainAgentPolicy } from '../session/permissions.js';
 import { startLocalStack } from '../stack/local-stack.js';
 import { EXIT, type Output } from './output.js';
 

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { describeSandbox, sandboxStatus } from '@engram/agent-runtime/sandbox/sandbox';
+import { MemoryQueue, QueueNotConfiguredError } from '@engram/memory-client/memory-queue';
 import { JOB_KINDS } from '@engram/queue/catalog';
 import { inspectBackend } from '@engram/queue/diagnostics';
 import { describeTelemetry, telemetrySettings } from '@engram/telemetry/settings';
@@ -13,8 +14,7 @@ import {
   scanOutboxes,
 } from '@engram/worker-service/operations';
 import type { AgentConfig } from '../config.js';
-import { QueueNotConfiguredError, readDevStack } from '../dev-stack.js';
-import { MemoryQueue } from '../memory/memory-queue.js';
+import { readDevStack } from '../dev-stack.js';
 import { EXIT, type Output } from './output.js';
 
 // `engram doctor`: one line per check, ok or FAIL with the fix. Exit 1 when any check fails — also when an

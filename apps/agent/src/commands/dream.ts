@@ -1,12 +1,11 @@
+import { describeDreamReceipt } from '@engram/agent-session/memory/dream-trigger';
+import { MemoryQueue, QueueNotConfiguredError } from '@engram/memory-client/memory-queue';
 import { listSessionsTouchedSince } from '@engram/memory-core/dream/sessions';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import { type DreamProgress, type DreamResult, dreamProgress } from '@engram/queue/jobs/dream';
 import { lastConsolidatedAt } from '@engram/queue/state/consolidation-lock';
 import type { AgentConfig } from '../config.js';
-import { QueueNotConfiguredError } from '../dev-stack.js';
-import { describeDreamReceipt } from '../memory/dream-trigger.js';
-import { MemoryQueue } from '../memory/memory-queue.js';
 import { EXIT, type Output } from './output.js';
 
 // `engram dream [--cwd <dir>] [--force]`: enqueue a consolidation of this project's memory now and follow it

@@ -146,7 +146,7 @@ describe('engram hook Stop', () => {
     expect(result.stdout).toBe('');
     expect(result.note).toMatch(/memory extraction queued/);
 
-    const { MemoryQueue } = await import('../memory/memory-queue.js');
+    const { MemoryQueue } = await import('@engram/memory-client/memory-queue');
     const q = new MemoryQueue(hookConfig(claudeHome, redis.url, namespace));
     closer.defer(() => q.close());
     const jobId = /job ([^)]+)\)/.exec(result.note)![1]!;

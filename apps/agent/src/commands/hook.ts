@@ -1,11 +1,11 @@
 import { handleClaudeCodeHook } from '@engram/memory-client/claude-code-hooks';
+import { MemoryQueue } from '@engram/memory-client/memory-queue';
 import {
   additionalContextOutput,
   type HookEvent,
   parseHookInput,
 } from '@engram/memory-core/hooks/claude-code-hook';
 import type { AgentConfig } from '../config.js';
-import { MemoryQueue } from '../memory/memory-queue.js';
 import { EXIT, type Output } from './output.js';
 
 // `engram hook <event>`: Claude Code's hook commands. Claude Code's home is Engram's home here (ENGRAM_HOME

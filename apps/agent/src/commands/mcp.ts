@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { MemoryQueue } from '@engram/memory-client/memory-queue';
 import { queuedRecallSelector } from '@engram/memory-client/queued-recall';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { createMemoryServer } from '@engram/memory-mcp/memory-server';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { AgentConfig } from '../config.js';
-import { MemoryQueue } from '../memory/memory-queue.js';
 import { EXIT } from './output.js';
 
 // `engram mcp`: the memory MCP server (packages/memory-mcp) over stdio for one project's memory directory,

@@ -1,15 +1,15 @@
 import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
-import type { AgentConfig } from '../config.js';
-import { describeRecall } from '../memory/recall-prefetch.js';
-import { createAgentRuntime } from '../runtime.js';
-import { AgentSession } from '../session/agent-session.js';
-import { mainAgentPolicy, parseAllowedTools } from '../session/permissions.js';
+import { AgentSession } from '@engram/agent-session/agent-session';
 import {
-  describeExtraction,
   type ExtractionOutcome,
   followExtraction,
   memoryWorkFailed,
-} from './memory-status.js';
+} from '@engram/agent-session/extraction-outcome';
+import { describeRecall } from '@engram/agent-session/memory/recall-prefetch';
+import { mainAgentPolicy, parseAllowedTools } from '@engram/agent-session/permissions';
+import type { AgentConfig } from '../config.js';
+import { createAgentRuntime } from '../runtime.js';
+import { describeExtraction } from './memory-status.js';
 import { EXIT, type Output } from './output.js';
 
 // `engram run -p "<prompt>"`: one non-interactive turn, then a bounded wait for this session's extraction so a

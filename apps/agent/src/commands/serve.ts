@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { QueueNotConfiguredError } from '@engram/memory-client/memory-queue';
 import {
   type EmbeddedPostgres,
   findRunningEmbeddedPostgres,
@@ -14,7 +15,6 @@ import { TenantStore } from '@engram/tenants/tenant-store';
 import { serve } from '@hono/node-server';
 import { z } from 'zod';
 import type { AgentConfig } from '../config.js';
-import { QueueNotConfiguredError } from '../dev-stack.js';
 import { createHostedApp, type ExtraRoute, type HostedApp } from '../server/hosted-app.js';
 import { MCP_ROUTES } from '../server/mcp-route.js';
 import { EXIT, type Output } from './output.js';

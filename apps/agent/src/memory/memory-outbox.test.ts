@@ -1,6 +1,7 @@
 import { existsSync, promises as fs, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MemoryQueue } from '@engram/memory-client/memory-queue';
 import { outboxPath } from '@engram/memory-core/extraction/session-record';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
 import { tenantHomeDir } from '@engram/tenants/tenant-store';
@@ -18,7 +19,6 @@ import {
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { describe, expect, it } from 'vitest';
 import { loadAgentConfig } from '../config.js';
-import { MemoryQueue } from './memory-queue.js';
 
 // Nothing lost when the engine is away: turns that end while Redis is down keep their memory work in the
 // session's outbox, and the work reaches the disk once Redis is back; a purged queue converges through the

@@ -1,6 +1,7 @@
 import { promises as fs, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MemoryQueue } from '@engram/memory-client/memory-queue';
 import { awaitRecall } from '@engram/memory-client/queued-recall';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
@@ -9,7 +10,6 @@ import { jsonReply } from '@engram/testkit/replies';
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { describe, expect, inject, it } from 'vitest';
 import { loadAgentConfig } from '../config.js';
-import { MemoryQueue } from './memory-queue.js';
 
 // awaitRecall on a real Redis with a real recall worker and the scripted selector: the same session's same
 // prompt, asked twice at once with `reuse`, runs one recall job (one selector request) and both get its answer;

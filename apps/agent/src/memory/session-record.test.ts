@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createAssistantEntry, createUserEntry } from '@engram/agent-runtime/transcript/entry';
+import { MemoryQueue, type SessionRef } from '@engram/memory-client/memory-queue';
 import {
   outboxPath,
   readOutbox,
@@ -12,7 +13,6 @@ import { engramPathsFor } from '@engram/memory-core/paths/memory-paths';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { describe, expect, inject, it } from 'vitest';
 import { loadAgentConfig } from '../config.js';
-import { MemoryQueue, type SessionRef } from './memory-queue.js';
 
 // The session's durable record (memory-session.json, how the reconciliation sweep finds a session) is written
 // off the turn's path: afterTurn does not wait for it. What relies on it still finds it: it is on disk once

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { MemoryQueue } from '@engram/memory-client/memory-queue';
 import { DEFAULT_SESSION_LEASE_TTL_MS } from '@engram/queue/state/session-lease';
 import { withHttpServerSpan } from '@engram/telemetry/http-server';
 import { readOperatorToken } from '@engram/tenants/operator-token';
@@ -7,7 +8,6 @@ import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AgentConfig } from '../config.js';
-import type { MemoryQueue } from '../memory/memory-queue.js';
 import { createAgentMetrics } from '../metrics.js';
 import { type AgentRuntime, createAgentRuntime } from '../runtime.js';
 import type { ServerContext } from './context.js';

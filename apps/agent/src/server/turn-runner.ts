@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { prepareUnattended } from '@engram/agent-runtime/sandbox/unattended';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
+import { AgentSession, type TurnResult } from '@engram/agent-session/agent-session';
 import { EngramError } from '@engram/errors/engram-error';
 import { recordCost } from '@engram/queue/state/cost-ledger';
 import {
@@ -15,7 +16,6 @@ import type { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { Counter } from 'prom-client';
 import type { z } from 'zod';
-import { AgentSession, type TurnResult } from '../session/agent-session.js';
 import { turnBody } from './api-schemas.js';
 import type { ServerContext } from './context.js';
 import { type Env, errorBody, HttpError, readJson } from './http.js';

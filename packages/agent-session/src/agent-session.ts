@@ -32,6 +32,12 @@ import {
 } from '@engram/agent-runtime/transcript/entry';
 import { readGitBranch } from '@engram/agent-runtime/transcript/git-branch';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
+import type { MemoryQueue, MemoryWorkStatus, SessionRef } from '@engram/memory-client/memory-queue';
+import {
+  describeTeamSync,
+  type TeamSyncStatus,
+  type TeamSyncTrigger,
+} from '@engram/memory-client/team-sync-trigger';
 import {
   type EngramPaths,
   resolveEngramPaths,
@@ -46,19 +52,13 @@ import {
 import type { ProjectChange, ProjectChangeMarks } from '@engram/queue/state/project-changes';
 import type { ExtractReceipt } from '@engram/queue/state/session-state';
 import { inSpan } from '@engram/telemetry/spans';
-import type { AgentConfig } from '../config.js';
-import { buildSessionContext, describeOverflow, type SessionContext } from '../context/session-context.js';
-import { maybeCleanupTranscripts } from '../maintenance.js';
-import {
-  DEFAULT_DREAM_THRESHOLDS,
-  type DreamThresholds,
-  maybeEnqueueDream,
-} from '../memory/dream-trigger.js';
-import type { MemoryQueue, MemoryWorkStatus, SessionRef } from '../memory/memory-queue.js';
-import { RecallPrefetch, type RecallStatus } from '../memory/recall-prefetch.js';
-import { SessionMemoryTrigger } from '../memory/session-memory-trigger.js';
-import { describeTeamSync, type TeamSyncStatus, type TeamSyncTrigger } from '../memory/team-sync-trigger.js';
 import { Compactor } from './compactor.js';
+import type { AgentSessionConfig } from './config.js';
+import { buildSessionContext, describeOverflow, type SessionContext } from './context/session-context.js';
+import { DEFAULT_DREAM_THRESHOLDS, type DreamThresholds, maybeEnqueueDream } from './memory/dream-trigger.js';
+import { RecallPrefetch, type RecallStatus } from './memory/recall-prefetch.js';
+import { SessionMemoryTrigger } from './memory/session-memory-trigger.js';
+import { maybeCleanupTranscripts } from './transcript-retention.js';
 
 // One conversation with the foreground agent: context assembly, turns through the runtime's query loop, the
 // append-only transcript, the cache-safe parameters workers fork from, and the memory work each turn
@@ -111,7 +111,7 @@ export interface TurnResult {
 }
 
 export interface AgentSessionDeps {
-  config: AgentConfig;
+  config: AgentSessionConfig;
   client: ModelClient;
   /** Absent when memory is disabled. */
   memory: MemoryQueue | undefined;

@@ -9,6 +9,7 @@ import {
   createAttachmentEntry,
   createUserEntry,
 } from '@engram/agent-runtime/transcript/entry';
+import { MemoryQueue } from '@engram/memory-client/memory-queue';
 import { RELEVANT_MEMORIES_ATTACHMENT_KIND } from '@engram/memory-core/recall/prefetch';
 import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, type RecordedRequest, startModelServer } from '@engram/testkit/model-server';
@@ -17,9 +18,8 @@ import { waitUntil } from '@engram/testkit/wait';
 import type { WorkerService } from '@engram/worker-service/service';
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadAgentConfig } from '../config.js';
-import { MemoryQueue } from '../memory/memory-queue.js';
 import { AgentSession } from './agent-session.js';
+import { loadAgentSessionConfig } from './config.js';
 import { mainAgentPolicy } from './permissions.js';
 
 // Prefetch recall from the foreground's side: enqueued at turn start, never awaited, injected after the tool
@@ -57,7 +57,7 @@ afterEach(async () => {
 });
 
 async function openSession() {
-  const config = loadAgentConfig({
+  const config = loadAgentSessionConfig({
     HOME: engramHome,
     ENGRAM_HOME: engramHome,
     ENGRAM_NAMESPACE: namespace,

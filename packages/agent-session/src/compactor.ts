@@ -9,12 +9,12 @@ import { autoCompactThreshold } from '@engram/agent-runtime/compact/thresholds';
 import type { CacheSafeParams } from '@engram/agent-runtime/fork/cache-safe-params';
 import type { ModelClient } from '@engram/agent-runtime/model/client';
 import type { ChainEntry } from '@engram/agent-runtime/transcript/entry';
+import type { MemoryQueue, SessionRef } from '@engram/memory-client/memory-queue';
 import {
   readSessionMemoryForCompact,
   sessionMemoryConfigPaths,
 } from '@engram/memory-core/session-memory/summary-file';
 import { loadSessionMemoryTemplate } from '@engram/memory-core/session-memory/template';
-import type { MemoryQueue, SessionRef } from '../memory/memory-queue.js';
 
 // Context compaction for the foreground (docs/design.md §7): from the session-memory notes the workers keep when they
 // are usable (no model call), else a model-written summary; a circuit breaker after 3 failures in a row.

@@ -1,3 +1,4 @@
+import type { MemoryQueue, MemoryWorkStatus, SessionRef } from '@engram/memory-client/memory-queue';
 import {
   DREAM_MIN_HOURS,
   DREAM_MIN_SESSIONS,
@@ -7,7 +8,6 @@ import {
 import { listSessionsTouchedSince } from '@engram/memory-core/dream/sessions';
 import { DREAM_RECEIPT_TTL_MS, type DreamResult, dreamReceiptKey } from '@engram/queue/jobs/dream';
 import { lastConsolidatedAt, tryClaimSessionScan } from '@engram/queue/state/consolidation-lock';
-import type { MemoryQueue, MemoryWorkStatus, SessionRef } from './memory-queue.js';
 
 // autoDream's gate at turn end (docs/design.md §5 `dream`), cheapest check first: ≥24 h since the project's last
 // consolidation (shared through the queue's store), a 10-minute scan throttle shared by every replica, ≥5 other

@@ -1,5 +1,6 @@
 import type { AttachmentInput } from '@engram/agent-runtime/loop/query-loop';
 import type { ChainEntry, TranscriptEntry } from '@engram/agent-runtime/transcript/entry';
+import type { MemoryQueue, SessionRef } from '@engram/memory-client/memory-queue';
 import {
   collectReadMemoryPaths,
   collectRecentSuccessfulTools,
@@ -11,7 +12,6 @@ import {
 import { redactSecrets } from '@engram/memory-core/security/secret-scanner';
 import type { RecallResult } from '@engram/queue/jobs/recall';
 import { capRecallQuery } from '@engram/queue/jobs/recall';
-import type { MemoryQueue, SessionRef } from './memory-queue.js';
 
 // Prefetch recall for one user turn (docs/design.md §5 `recall`): enqueued at the start of the turn, never awaited;
 // before each later model call the job is checked once, and a finished result is injected after the tool

@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { ContextTooLongError } from '@engram/agent-runtime/compact/auto-compact';
 import { createModelClient } from '@engram/agent-runtime/model/client';
 import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
+import { MemoryQueue } from '@engram/memory-client/memory-queue';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import { DEFAULT_SESSION_MEMORY_TEMPLATE } from '@engram/memory-core/session-memory/template';
 import { SessionState } from '@engram/queue/state/session-state';
@@ -12,9 +13,8 @@ import type { RecordedRequest } from '@engram/testkit/model-server';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { errors, reply, type ScriptedReply, textReply, toolUse } from '@engram/testkit/replies';
 import { describe, expect, inject, it } from 'vitest';
-import { type AgentConfig, loadAgentConfig } from '../config.js';
-import { MemoryQueue } from '../memory/memory-queue.js';
 import { AgentSession } from './agent-session.js';
+import { type AgentSessionConfig, loadAgentSessionConfig } from './config.js';
 import { mainAgentPolicy } from './permissions.js';
 
 // The foreground's side of session memory and compaction (docs/design.md §5 `session-memory`, §7): when it enqueues
@@ -25,9 +25,9 @@ const COMPACT_MARK = 'Write a detailed summary of the conversation so far';
 const scripted = useModelServer();
 const { closer } = scripted;
 
-function config(extra: Record<string, string> = {}): AgentConfig {
+function config(extra: Record<string, string> = {}): AgentSessionConfig {
   const home = mkdtempSync(join(tmpdir(), 'engram-compact-home-'));
-  return loadAgentConfig({
+  return loadAgentSessionConfig({
     HOME: home,
     ENGRAM_HOME: home,
     ENGRAM_NAMESPACE: uniquePrefix('compact'),
@@ -39,7 +39,7 @@ function config(extra: Record<string, string> = {}): AgentConfig {
   });
 }
 
-async function open(cfg: AgentConfig, sessionId?: string) {
+async function open(cfg: AgentSessionConfig, sessionId?: string) {
   const memory = new MemoryQueue(cfg);
   closer.defer(() => memory.close());
   const cwd = join(cfg.engramHome, 'project');

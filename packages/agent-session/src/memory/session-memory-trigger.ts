@@ -1,11 +1,11 @@
 import type { ChainEntry, TranscriptEntry } from '@engram/agent-runtime/transcript/entry';
+import type { MemoryQueue, MemoryWorkStatus, SessionRef } from '@engram/memory-client/memory-queue';
 import {
   countToolCallsSince,
   resolveSessionMemoryThresholds,
   type SessionMemoryThresholds,
   shouldUpdateSessionMemory,
 } from '@engram/memory-core/session-memory/trigger';
-import type { MemoryQueue, MemoryWorkStatus, SessionRef } from './memory-queue.js';
 
 // The session-memory trigger (docs/design.md §5 `session-memory`), decided after every model reply in the main
 // thread: initialise at ≥10,000 context tokens; then enqueue when growth since the last update is ≥5,000

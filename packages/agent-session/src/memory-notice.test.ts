@@ -3,15 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createModelClient } from '@engram/agent-runtime/model/client';
 import { ATTENDED } from '@engram/agent-runtime/sandbox/boundary';
+import { MemoryQueue } from '@engram/memory-client/memory-queue';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { textReply } from '@engram/testkit/replies';
 import { describe, expect, inject, it } from 'vitest';
-import { loadAgentConfig } from '../config.js';
-import { MemoryQueue } from '../memory/memory-queue.js';
 import { AgentSession } from './agent-session.js';
+import { loadAgentSessionConfig } from './config.js';
 import { mainAgentPolicy } from './permissions.js';
 
 // After a memory job changed files, the session's next model call carries a short notice naming them, once.
@@ -22,7 +22,7 @@ const { closer } = scripted;
 describe('memory change notice in the foreground', () => {
   it('the next model call names the files a memory job saved; later calls do not repeat it', async () => {
     const home = mkdtempSync(join(tmpdir(), 'engram-notice-home-'));
-    const cfg = loadAgentConfig({
+    const cfg = loadAgentSessionConfig({
       HOME: home,
       ENGRAM_HOME: home,
       ENGRAM_NAMESPACE: uniquePrefix('notice'),
@@ -72,7 +72,7 @@ describe('memory change notice in the foreground', () => {
 
   it('consolidation and team-pull changes reach the next model call of every session of the project, once', async () => {
     const home = mkdtempSync(join(tmpdir(), 'engram-notice-home-'));
-    const cfg = loadAgentConfig({
+    const cfg = loadAgentSessionConfig({
       HOME: home,
       ENGRAM_HOME: home,
       ENGRAM_NAMESPACE: uniquePrefix('notice'),

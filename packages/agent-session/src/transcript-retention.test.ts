@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, utimesSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLEANUP_MARKER, maybeCleanupTranscripts, readSettingsPeriod } from './maintenance.js';
+import { CLEANUP_MARKER, maybeCleanupTranscripts, readSettingsPeriod } from './transcript-retention.js';
 
 const DAY = 86_400_000;
 

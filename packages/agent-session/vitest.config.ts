@@ -1,0 +1,3 @@
+import { engramVitestConfig } from '../../vitest.shared.js';
+
+export default engramVitestConfig({ redis: true });
