@@ -1,11 +1,4 @@
 import { mkdir } from 'node:fs/promises';
-import {
-  checkStoreForBinding,
-  createTeamStore,
-  StoreBindingError,
-} from '@engram/team-memory/client/store-binding';
-import { memoryStoreClient } from '@engram/team-memory/client/store-sync';
-import { bindingKey, type TeamStoreBindings, TenantTeamStores } from '@engram/tenants/team-stores';
 import { TenantError, TenantStore } from '@engram/tenants/tenant-store';
 import type { AgentConfig } from '../config.js';
 import { EXIT, type Output } from './output.js';
@@ -39,7 +32,9 @@ export async function tenantsCommand(
 ): Promise<number> {
   const store = new TenantStore(config.engramHome);
   try {
-    if (action.kind === 'stores') return await storesCommand(config, store, action, io);
+    // Its own module, loaded only for it: the SDK client stays out of `tenants add|list|revoke|rotate`.
+    if (action.kind === 'stores')
+      return await (await import('./tenant-stores.js')).tenantStoresCommand(config, store, action, io);
     if (action.kind === 'add') {
       // `--create`: a fresh host (or compose volume) has no workspace directory yet; the store still takes
       // only an existing directory, so without the flag a mistyped path is an error, not a new directory.
@@ -92,94 +87,10 @@ export async function tenantsCommand(
     }
     return EXIT.ok;
   } catch (error) {
-    if (error instanceof TenantError || error instanceof StoreBindingError) {
+    if (error instanceof TenantError) {
       io.err(`engram tenants: ${error.message}`);
-      return error instanceof StoreBindingError && error.retryable ? EXIT.failure : EXIT.usage;
+      return EXIT.usage;
     }
     throw error;
   }
-}
-
-/**
- * `engram tenants stores NAME` lists the tenant's memory-store bindings for team sync;
- * `… set owner/name=memstore_… [*=memstore_…]`, `… unset owner/name|*`, `… create owner/name` change them.
- * Every store is checked first against the store service the workers sync with (ENGRAM_TEAM_SYNC_URL), as the
- * tenant (its team sync credential): a store that is not the tenant's own — another tenant's, an unknown id,
- * an archived one — is refused and nothing is written.
- */
-async function storesCommand(
-  config: AgentConfig,
-  tenants: TenantStore,
-  action: { name: string; args: string[]; json: boolean },
-  io: Output,
-): Promise<number> {
-  const bindings = new TenantTeamStores(tenants);
-  const [verb, ...rest] = action.args;
-  const show = (b: TeamStoreBindings) => {
-    if (action.json) {
-      io.out(JSON.stringify({ tenant: action.name, bindings: b }, null, 2));
-      return;
-    }
-    const entries = Object.entries(b);
-    if (entries.length === 0)
-      io.out(
-        `Tenant ${action.name} has no memory-store bindings: its team memory syncs with the team-memory protocol.`,
-      );
-    for (const [repo, { storeId, boundAt }] of entries) io.out(`${repo}\t${storeId}\t${boundAt}`);
-  };
-  if (verb === undefined) {
-    show(await bindings.get(action.name));
-    return EXIT.ok;
-  }
-  const usage = () => {
-    io.err(
-      'engram tenants stores NAME [set owner/name=memstore_… …] [unset owner/name …] [create owner/name …] (* stands for every repository)',
-    );
-    return EXIT.usage;
-  };
-  if (!['set', 'unset', 'create'].includes(verb) || rest.length === 0) return usage();
-  if (verb === 'unset') {
-    show(await bindings.change(action.name, { unset: rest }));
-    return EXIT.ok;
-  }
-  const url = config.teamSync?.url;
-  if (!url) {
-    io.err(
-      'engram tenants: a binding is checked against the memory store service the workers sync with: set ENGRAM_TEAM_SYNC_URL to it (this deployment: its engram serve).',
-    );
-    return EXIT.usage;
-  }
-  const tenant = await tenants.find(action.name);
-  if (!tenant || tenant.revokedAt)
-    throw new TenantError(
-      'TENANT_NOT_FOUND',
-      `No active tenant ${JSON.stringify(action.name)} (unknown or revoked); its bindings are not changed.`,
-    );
-  // As the tenant: the credential its team-sync jobs present, so the check is the one its syncs will meet.
-  const client = memoryStoreClient({
-    baseUrl: url,
-    apiKey: await tenants.teamSyncKey(action.name),
-    maxRetries: 1,
-  });
-  const set: Record<string, string> = {};
-  if (verb === 'set') {
-    for (const arg of rest) {
-      const eq = arg.indexOf('=');
-      if (eq <= 0) return usage();
-      const repo = bindingKey(arg.slice(0, eq));
-      const store = await checkStoreForBinding(client, arg.slice(eq + 1), action.name);
-      set[repo] = store.id;
-      io.err(`${repo} → ${store.id} (${store.name})`);
-    }
-  } else {
-    for (const arg of rest) {
-      const repo = bindingKey(arg);
-      if (repo === '*') return usage();
-      const store = await createTeamStore(client, repo);
-      set[repo] = store.id;
-      io.err(`${repo} → ${store.id} (${store.name}, created)`);
-    }
-  }
-  show(await bindings.change(action.name, { set }));
-  return EXIT.ok;
 }
