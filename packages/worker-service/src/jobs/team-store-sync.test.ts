@@ -4,7 +4,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import type { ExtractResult } from '@engram/queue/jobs/extract';
 import type { TeamSyncResult } from '@engram/queue/jobs/team-sync';
 import { JobProducer } from '@engram/queue/producer';
-import { DELETE_CORROBORATION_MS } from '@engram/team-memory/client/store-sync';
+import { DELETE_CORROBORATION_MS, STORE_SYNC_STATE_FILENAME } from '@engram/team-memory/client/store-sync';
 import {
   type MemoryStoresTestServer,
   startMemoryStoresTestServer,
@@ -123,8 +123,10 @@ describe('team-sync through a memory store', () => {
     const memories = [];
     for await (const m of client.beta.memoryStores.memories.list(storeId)) memories.push(m.path);
     expect(memories).toContain('/release-train.md');
+    const state = JSON.parse(readFileSync(join(fg.paths.projectDir, STORE_SYNC_STATE_FILENAME), 'utf8'));
+    const dueAt = Date.parse(state.pendingDeletes['release-train.md']) + DELETE_CORROBORATION_MS;
     const waiting = await producer.queue('team-sync').getJobs(['delayed', 'waiting', 'active']);
     const followUp = waiting.find((j) => j.data.action === 'push' && j.data.reason === 'write');
-    expect(followUp?.data.debounceMs).toBeGreaterThanOrEqual(DELETE_CORROBORATION_MS - 2_000);
+    expect(Date.parse(followUp?.data.requestedAt) + followUp?.data.debounceMs).toBeGreaterThanOrEqual(dueAt);
   });
 });
