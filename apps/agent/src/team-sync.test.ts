@@ -299,7 +299,7 @@ describe('engram team status|pull|push', () => {
 
     out.length = 0;
     expect(await teamStatus(config, { cwd: a.clone, json: false }, io)).toBe(0);
-    expect(out[1]).toBe('  protocol: team-memory (/api/claude_code/team_memory)');
+    expect(out[1]).toBe('  protocol: team-memory (/api/claude_code/team_memory; no memory store bound)');
     expect(out[3]).toMatch(
       /^ {2}conflict deploy\.md: changed here and on the service; a pull writes the service's version and keeps yours in .*\/team\/\.conflicts\//,
     );

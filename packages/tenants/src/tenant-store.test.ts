@@ -11,6 +11,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { TenantTeamStores, teamStoreFor } from './team-stores.js';
 import { type LookupStep, resolveTenantCwd, type TenantError, TenantStore } from './tenant-store.js';
 
 function fresh() {
@@ -357,5 +358,62 @@ describe('TenantStore.rotate and re-adding a name', () => {
     expect(readFileSync(join(adopted.tenant.home, 'note.txt'), 'utf8')).toBe('second life');
     expect(adopted.tenant.teamScope).toBe(fresh1.tenant.teamScope);
     expect(existsSync(join(store.root, 'acme', 'home'))).toBe(false);
+  });
+});
+
+describe('TenantTeamStores', () => {
+  it("keeps a tenant's memory-store bindings beside its record: set, unset, resolve, refusals", async () => {
+    const { store, ws } = fresh();
+    await store.add('acme', ws('acme'));
+    const bindings = new TenantTeamStores(store);
+    expect(await bindings.get('acme')).toEqual({});
+    const at = new Date('2026-12-02T10:00:00.000Z');
+    const set = await bindings.change(
+      'acme',
+      { set: { 'Acme/Widgets': 'memstore_abc', '*': 'memstore_all' } },
+      at,
+    );
+    expect(set).toEqual({
+      '*': { storeId: 'memstore_all', boundAt: at.toISOString() },
+      'acme/widgets': { storeId: 'memstore_abc', boundAt: at.toISOString() },
+    });
+    // Beside the record, outside the tenant's ENGRAM_HOME (no tool of the tenant reaches it), mode 0600.
+    expect(bindings.path('acme')).toBe(join(store.root, 'acme', 'team-stores.json'));
+    expect(statSync(bindings.path('acme')).mode & 0o777).toBe(0o600);
+    expect(teamStoreFor(set, 'ACME/widgets')).toEqual({ key: 'acme/widgets', storeId: 'memstore_abc' });
+    expect(teamStoreFor(set, 'acme/other')).toEqual({ key: '*', storeId: 'memstore_all' });
+    expect(teamStoreFor({}, 'acme/other')).toBeUndefined();
+    expect(await bindings.change('acme', { unset: ['*'] })).toEqual({ 'acme/widgets': set['acme/widgets'] });
+
+    const refused = async (p: Promise<unknown>) => ((await p.catch((e) => e)) as TenantError).code;
+    expect(await refused(bindings.change('acme', { set: { 'not a repo': 'memstore_abc' } }))).toBe(
+      'TENANT_BINDING_INVALID',
+    );
+    expect(await refused(bindings.change('acme', { set: { 'a/b': 'mem_abc' } }))).toBe(
+      'TENANT_BINDING_INVALID',
+    );
+    expect(await refused(bindings.change('acme', { set: { '../b': 'memstore_abc' } }))).toBe(
+      'TENANT_BINDING_INVALID',
+    );
+    expect(await refused(bindings.get('nobody'))).toBe('TENANT_NOT_FOUND');
+    // A corrupt file is an error, never "no bindings" (which would switch the tenant to the seed protocol).
+    writeFileSync(bindings.path('acme'), '{"version":1,"bindings":{"acme/widgets":"memstore_abc"}}');
+    expect(await refused(bindings.get('acme'))).toBe('TENANT_BINDING_INVALID');
+    // A revoked tenant's bindings are kept but cannot change.
+    await store.revoke('acme');
+    expect(await refused(bindings.change('acme', { set: { 'a/b': 'memstore_x' } }))).toBe('TENANT_NOT_FOUND');
+  });
+
+  it('a tenant taking over a revoked tenant’s memory takes its bindings too; a fresh one starts without', async () => {
+    const { store, ws } = fresh();
+    await store.add('acme', ws('acme'));
+    const bindings = new TenantTeamStores(store);
+    await bindings.change('acme', { set: { 'acme/widgets': 'memstore_abc' } });
+    await store.revoke('acme');
+    await store.add('acme', ws('acme'), { reuseMemoryOf: 'acme' });
+    expect(teamStoreFor(await bindings.get('acme'), 'acme/widgets')?.storeId).toBe('memstore_abc');
+    await store.revoke('acme');
+    await store.add('acme', ws('acme'));
+    expect(await bindings.get('acme')).toEqual({});
   });
 });

@@ -13,6 +13,7 @@ import { z } from 'zod';
 //   $ENGRAM_HOME/tenants/<id>/home/         the tenant's own ENGRAM_HOME: projects/<p>/memory, transcripts,
 //                                           session memory, tool results — never shared with another tenant
 //   $ENGRAM_HOME/tenants/<id>/sessions/     one record per API session (its cwd), see the agent's server
+//   $ENGRAM_HOME/tenants/<id>/team-stores.json  the tenant's memory-store bindings for team sync (team-stores.ts)
 //   $ENGRAM_HOME/secrets/tenants/<id>/team-sync.key  the tenant's team sync credential (0600, directories
 //                                           0700), made on first use by a worker. Outside every tenant's area
 //                                           and workspace, so no fork or served tool of any tenant can read it;
@@ -92,7 +93,8 @@ export type TenantErrorCode =
   | 'TENANT_REVOKED'
   | 'TENANT_WORKSPACE_INVALID'
   | 'TENANT_WORKSPACE_OVERLAP'
-  | 'TENANT_POLICY_INVALID';
+  | 'TENANT_POLICY_INVALID'
+  | 'TENANT_BINDING_INVALID';
 
 export class TenantError extends EngramError {
   declare readonly code: TenantErrorCode;
@@ -103,6 +105,9 @@ export class TenantError extends EngramError {
 
 const KEY_PATTERN = /^egk\.([a-z0-9][a-z0-9-]{0,62})\.([0-9a-f]{64})$/;
 const TEAM_SYNC_KEY_PATTERN = /^egt\.([a-z0-9][a-z0-9-]{0,62})\.([0-9a-f]{64})$/;
+
+/** The tenant's memory-store bindings for team sync, beside its record (team-stores.ts). */
+export const TEAM_STORES_FILENAME = 'team-stores.json';
 
 /** The team sync credential's file name, in `secretsDir` (and at the old place, in the tenant's directory). */
 export const TEAM_SYNC_KEY_FILENAME = 'team-sync.key';
@@ -432,6 +437,12 @@ export class TenantStore {
       await fs.rename(sourceHome, tenant.home).catch((error: NodeJS.ErrnoException) => {
         if (error.code !== 'ENOENT') throw error;
       });
+      // Its memory-store bindings come along: they name stores of the team scope it takes over too.
+      const bindings = await fs
+        .readFile(join(sourceHome, '..', TEAM_STORES_FILENAME), 'utf8')
+        .catch(() => undefined);
+      if (bindings !== undefined)
+        await writeFileAtomic(join(this.root, name, TEAM_STORES_FILENAME), bindings, { mode: 0o600 });
     }
     await fs.mkdir(tenant.home, { recursive: true, mode: 0o700 });
     await fs.mkdir(tenant.sessionsDir, { recursive: true, mode: 0o700 });
@@ -457,6 +468,12 @@ export class TenantStore {
         if (error.code !== 'ENOENT') throw error;
       });
     return to;
+  }
+
+  /** The tenant's record (never its key hashes), revoked ones too; undefined for an unknown id. */
+  async find(id: string): Promise<TenantSummary | undefined> {
+    const record = await this.read(id);
+    return record ? summaryOf(record) : undefined;
   }
 
   async list(): Promise<TenantSummary[]> {

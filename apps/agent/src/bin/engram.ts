@@ -412,6 +412,17 @@ tenants
     );
   });
 
+tenants
+  .command('stores <name> [change...]')
+  .description(
+    "a tenant's memory-store bindings for team sync: list; set owner/name=memstore_… (or *=…); unset owner/name; create owner/name (a new store of the tenant). Each store is checked as the tenant against ENGRAM_TEAM_SYNC_URL",
+  )
+  .option('--json', 'machine-readable output')
+  .action(async (name, change: string[], opts) => {
+    const { tenantsCommand } = await import('../commands/tenants.js');
+    setExit(await tenantsCommand(config(), { kind: 'stores', name, args: change, json: !!opts.json }, stdio));
+  });
+
 program
   .command('hook <event>')
   .description(

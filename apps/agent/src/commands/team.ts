@@ -33,7 +33,19 @@ export interface TeamOptions {
   json: boolean;
 }
 
-type Target = SyncTarget & { teamDirShown: string; protocol: TeamProtocol; store?: StoreSyncTarget };
+/** Where a project's protocol comes from: for the CLI (no tenant), the deployment's ENGRAM_TEAM_MEMORY_STORE. */
+interface Binding {
+  source: 'deployment' | 'none';
+  /** The binding's key: the repository, or `all` for a bare store id. */
+  key?: string;
+}
+
+type Target = SyncTarget & {
+  teamDirShown: string;
+  protocol: TeamProtocol;
+  binding: Binding;
+  store?: StoreSyncTarget;
+};
 
 async function targetFor(config: AgentConfig, cwd: string): Promise<Target> {
   const sync = config.teamSync;
@@ -55,6 +67,13 @@ async function targetFor(config: AgentConfig, cwd: string): Promise<Target> {
     );
   }
   const protocol = teamProtocolFor(sync.stores, identity.repo);
+  const binding: Binding =
+    protocol.kind === 'team-memory'
+      ? { source: 'none' }
+      : {
+          source: 'deployment',
+          key: sync.stores.byRepo[identity.repo.toLowerCase()] ? identity.repo.toLowerCase() : 'all',
+        };
   const store: StoreSyncTarget | undefined =
     protocol.kind === 'memory-store'
       ? {
@@ -67,6 +86,7 @@ async function targetFor(config: AgentConfig, cwd: string): Promise<Target> {
       : undefined;
   return {
     protocol,
+    binding,
     ...(store ? { store } : {}),
     teamDir: paths.teamDir,
     teamDirShown: paths.teamDir,
@@ -81,11 +101,18 @@ export async function teamStatus(config: AgentConfig, opts: TeamOptions, io: Out
   if (target.store) return storeStatus(target, target.store, opts, io);
   const status = await teamSyncStatus(target);
   if (opts.json) {
-    io.out(JSON.stringify({ teamDir: target.teamDirShown, protocol: 'team-memory', ...status }));
+    io.out(
+      JSON.stringify({
+        teamDir: target.teamDirShown,
+        protocol: 'team-memory',
+        binding: target.binding,
+        ...status,
+      }),
+    );
     return status.remoteError ? EXIT.failure : EXIT.ok;
   }
   io.out(`Team memory for ${status.repo} (${target.teamDirShown})`);
-  io.out('  protocol: team-memory (/api/claude_code/team_memory)');
+  io.out('  protocol: team-memory (/api/claude_code/team_memory; no memory store bound)');
   io.out(
     `  ${status.local} local file${status.local === 1 ? '' : 's'}; last pull ${status.lastPullAt ?? 'never'}; last push ${status.lastPushAt ?? 'never'}`,
   );
@@ -121,7 +148,8 @@ export async function teamPull(config: AgentConfig, opts: TeamOptions, io: Outpu
 
 export async function teamPush(config: AgentConfig, opts: TeamOptions, io: Output): Promise<number> {
   const target = await targetFor(config, opts.cwd);
-  if (target.store) return storeSync(target.store, target.teamDirShown, opts, io);
+  // A person asking to push sends what the store refused before too (they may have fixed it).
+  if (target.store) return storeSync({ ...target.store, retryRefused: true }, target.teamDirShown, opts, io);
   // A person asking to push overrides a suppression (they may have fixed what the service refused).
   const report = await pushTeamMemory(target, { force: true });
   if (opts.json) io.out(JSON.stringify(report));
@@ -141,6 +169,7 @@ async function storeStatus(
       JSON.stringify({
         teamDir: target.teamDirShown,
         protocol: 'memory-store',
+        binding: target.binding,
         repo: target.repo,
         ...status,
       }),
@@ -148,7 +177,9 @@ async function storeStatus(
     return status.remoteError ? EXIT.failure : EXIT.ok;
   }
   io.out(`Team memory for ${target.repo} (${target.teamDirShown})`);
-  io.out(`  protocol: memory-store ${status.storeId}`);
+  io.out(
+    `  protocol: memory-store ${status.storeId} (bound by ENGRAM_TEAM_MEMORY_STORE: ${target.binding.key ?? 'all'})`,
+  );
   io.out(
     `  ${status.local} local file${status.local === 1 ? '' : 's'}; last sync ${status.lastSyncAt ?? 'never'}`,
   );
@@ -159,9 +190,13 @@ async function storeStatus(
     );
   io.out(`  to push (${status.toPush.length}): ${status.toPush.join(', ') || '—'}`);
   io.out(`  to pull (${status.toPull.length}): ${status.toPull.join(', ') || '—'}`);
+  for (const p of status.pendingDeletes)
+    io.out(`  deleted here ${p.key}: the store's copy is deleted by a sync from ${p.dueAt} on if still gone`);
+  for (const r of status.refused)
+    io.out(`  refused ${r.key}: ${r.detail}; not sent again until it changes (engram team push retries)`);
   for (const m of status.foreignMounts)
     io.out(
-      `  ${m}/: another client's mirror of a store (Claude Code / the SDK); read, never synced from here`,
+      `  ${m.dir}/: ${m.client === 'claude-code' ? "Claude Code's" : "the SDK's"} mirror of a memory store; read as memory, never synced from here`,
     );
   for (const copy of status.conflictCopies) io.out(`  conflict copy ${join(target.teamDirShown, copy)}`);
   for (const line of skippedLines(status.skipped)) io.out(`  ${line}`);
@@ -186,6 +221,8 @@ async function storeSync(
   for (const u of r.uploaded) io.out(`  pushed   ${u.key}`);
   for (const d of r.downloaded) io.out(`  ${d.change.padEnd(8)} ${d.key}`);
   for (const d of r.deleted) io.out(`  deleted  ${d.key} (${d.where === 'store' ? 'in the store' : 'here'})`);
+  for (const p of r.pendingDeletes)
+    io.out(`  pending  ${p.key}: deleted here; the store's copy is deleted by a sync from ${p.dueAt} on`);
   for (const c of r.conflicts)
     io.out(`  conflict ${c.key}: the store's version was written, yours is kept in ${join(teamDir, c.copy)}`);
   for (const s of r.skipped)

@@ -1,6 +1,9 @@
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { TenantStore } from '@engram/tenants/tenant-store';
 import { describe, expect, it } from 'vitest';
 import { loadAgentConfig } from '../config.js';
@@ -37,5 +40,39 @@ describe('engram tenants add', () => {
     const [tenant] = await new TenantStore(home).list();
     expect(tenant?.workspace).toBe(realpathSync(missing));
     expect(io.lines.at(-1)).toMatch(/\S{20,}/);
+  });
+});
+
+describe('engram tenants stores', () => {
+  it('lists bindings through the CLI entry point; changing one needs the store service to check it against', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'engram-tenants-stores-'));
+    const ws = mkdtempSync(join(tmpdir(), 'engram-tenants-stores-ws-'));
+    await new TenantStore(home).add('acme', ws);
+    const env = { PATH: process.env.PATH, HOME: home, ENGRAM_HOME: home, REDIS_URL: 'redis://127.0.0.1:1' };
+    const entry = fileURLToPath(new URL('../bin/engram.ts', import.meta.url));
+    const listed = await promisify(execFile)(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', entry, 'tenants', 'stores', 'acme', '--json'],
+      { encoding: 'utf8', env },
+    );
+    expect(JSON.parse(listed.stdout)).toEqual({ tenant: 'acme', bindings: {} });
+
+    const config = loadAgentConfig(env);
+    const io = capture();
+    const set: { kind: 'stores'; name: string; args: string[]; json: boolean } = {
+      kind: 'stores',
+      name: 'acme',
+      args: ['set', 'acme/widgets=memstore_abc'],
+      json: false,
+    };
+    expect(await tenantsCommand(config, set, io)).toBe(EXIT.usage);
+    expect(io.lines.join('\n')).toMatch(/set ENGRAM_TEAM_SYNC_URL/);
+    const bad = capture();
+    expect(await tenantsCommand(config, { ...set, args: ['rename', 'x'] }, bad)).toBe(EXIT.usage);
+    expect(bad.lines[0]).toMatch(/^engram tenants stores NAME \[set owner\/name=memstore_…/);
+    const unknown = capture();
+    expect(await tenantsCommand(config, { ...set, name: 'nobody', args: [] }, unknown)).toBe(EXIT.usage);
+    expect(unknown.lines[0]).toMatch(/No tenant "nobody"/);
+    expect(await new TenantStore(home).find('acme')).toBeDefined();
   });
 });

@@ -3,7 +3,7 @@ import { TenantError, TenantStore } from '@engram/tenants/tenant-store';
 import type { AgentConfig } from '../config.js';
 import { EXIT, type Output } from './output.js';
 
-// `engram tenants add|list|revoke|rotate`: the hosted service's tenants, on the shared ENGRAM_HOME.
+// `engram tenants add|list|revoke|rotate|stores`: the hosted service's tenants, on the shared ENGRAM_HOME.
 
 /** `30s`, `10m`, `1h`, `2d` (or plain seconds) → milliseconds; undefined when malformed. */
 export function parseGrace(text: string): number | undefined {
@@ -26,11 +26,15 @@ export async function tenantsCommand(
       }
     | { kind: 'rotate'; name: string; grace?: string }
     | { kind: 'list'; json: boolean }
-    | { kind: 'revoke'; name: string },
+    | { kind: 'revoke'; name: string }
+    | { kind: 'stores'; name: string; args: string[]; json: boolean },
   io: Output,
 ): Promise<number> {
   const store = new TenantStore(config.engramHome);
   try {
+    // Its own module, loaded only for it: the SDK client stays out of `tenants add|list|revoke|rotate`.
+    if (action.kind === 'stores')
+      return await (await import('./tenant-stores.js')).tenantStoresCommand(config, store, action, io);
     if (action.kind === 'add') {
       // `--create`: a fresh host (or compose volume) has no workspace directory yet; the store still takes
       // only an existing directory, so without the flag a mistyped path is an error, not a new directory.

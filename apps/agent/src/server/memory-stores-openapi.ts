@@ -1,123 +1,59 @@
+import {
+  deleteMemoryQuery,
+  listMemoriesQuery,
+  listStoresQuery,
+  listVersionsQuery,
+  MEMORY_ID_PATTERN,
+  memoryCreateBody,
+  memoryDeletedSchema,
+  memoryListSchema,
+  memorySchema,
+  memoryStoreDeletedSchema,
+  memoryStoreErrorSchema,
+  memoryStoreListSchema,
+  memoryStoreSchema,
+  memoryUpdateBody,
+  memoryVersionListSchema,
+  memoryVersionSchema,
+  readQuery,
+  STORE_ID_PATTERN,
+  storeCreateBody,
+  storeUpdateBody,
+  VERSION_ID_PATTERN,
+  writeQuery,
+} from '@engram/team-memory/memory-stores/schemas';
 import { z } from 'zod';
 import { errorSchema } from './api-schemas.js';
 import type { ApiRoute } from './openapi.js';
 
 // The OpenAPI entries of the Memory Stores API (`/v1/memory_stores…`, served by
-// packages/team-memory/src/memory-stores/api.ts; docs/memory-stores.md) and of `/mcp` (mcp-route.ts). The
-// handler there validates by hand and has no zod schemas, so the wire shapes it answers with are written here
-// as zod, once; memory-stores-openapi.test.ts checks real answers of a running server against them.
+// packages/team-memory/src/memory-stores/api.ts; docs/memory-stores.md) and of `/mcp` (mcp-route.ts): a route
+// table over the wire schemas the handler parses and answers with (memory-stores/schemas.ts), query parameters
+// included; memory-stores-openapi.test.ts checks real answers of a running server against them.
 
-const time = z.string().describe('RFC 3339 time');
-const nullableTime = time.nullable();
-
-export const memoryStoreSchema = z.object({
-  type: z.literal('memory_store'),
-  id: z.string().regex(/^memstore_[A-Za-z0-9]+$/),
-  name: z.string(),
-  description: z.string(),
-  metadata: z.record(z.string(), z.string()),
-  archived_at: nullableTime,
-  created_at: time,
-  updated_at: time,
-});
-
-export const memorySchema = z.object({
-  type: z.literal('memory'),
-  id: z.string().regex(/^mem_[A-Za-z0-9]+$/),
-  memory_store_id: z.string(),
-  path: z.string(),
-  /** null in the `basic` view. */
-  content: z.string().nullable(),
-  content_sha256: z.string(),
-  content_size_bytes: z.number().int(),
-  memory_version_id: z.string(),
-  created_at: time,
-  updated_at: time,
-});
-
-export const memoryPrefixSchema = z.object({ type: z.literal('memory_prefix'), path: z.string() });
-
-export const memoryVersionSchema = z.object({
-  type: z.literal('memory_version'),
-  id: z.string().regex(/^memver_[A-Za-z0-9]+$/),
-  memory_id: z.string(),
-  memory_store_id: z.string(),
-  operation: z.enum(['created', 'modified', 'deleted']),
-  /** null once redacted (as content and its hash). */
-  path: z.string().nullable(),
-  content: z.string().nullable(),
-  content_sha256: z.string().nullable(),
-  content_size_bytes: z.number().int().nullable(),
-  created_by: z.looseObject({ type: z.string() }),
-  created_at: time,
-  redacted_at: nullableTime,
-  redacted_by: z.looseObject({ type: z.string() }).nullable(),
-});
-
-const page = <T extends z.ZodType>(item: T) =>
-  z.object({ data: z.array(item), next_page: z.string().nullable() });
-export const memoryStoreListSchema = page(memoryStoreSchema);
-export const memoryListSchema = page(z.union([memorySchema, memoryPrefixSchema]));
-export const memoryVersionListSchema = page(memoryVersionSchema);
-export const memoryStoreDeletedSchema = z.object({ type: z.literal('memory_store_deleted'), id: z.string() });
-export const memoryDeletedSchema = z.object({ type: z.literal('memory_deleted'), id: z.string() });
-
-/** The Anthropic error envelope the Memory Stores API answers every refusal with. */
-export const memoryStoreErrorSchema = z.object({
-  type: z.literal('error'),
-  error: z.looseObject({ type: z.string(), message: z.string() }),
-});
-
-const storeBody = z.strictObject({
-  name: z.string().min(1),
-  description: z.string().optional(),
-  metadata: z.record(z.string(), z.string()).optional(),
-});
-const storeUpdateBody = z.strictObject({
-  name: z.string().min(1).nullable().optional(),
-  description: z.string().nullable().optional(),
-  metadata: z.record(z.string(), z.string().nullable()).nullable().optional(),
-});
-const precondition = z.union([
-  z.object({ type: z.literal('content_sha256'), content_sha256: z.string() }),
-  z.object({ type: z.literal('not_exists') }),
-]);
-const memoryBody = z.strictObject({
-  path: z.string(),
-  content: z.string().nullable(),
-  precondition: precondition.nullable().optional(),
-});
-const memoryUpdateBody = z.strictObject({
-  path: z.string().nullable().optional(),
-  content: z.string().nullable().optional(),
-  precondition: precondition.nullable().optional(),
-});
-
-const pathParam = (name: string, prefix: string) => ({
+const pathParam = (name: string, pattern: RegExp) => ({
   name,
   in: 'path',
   required: true,
-  schema: { type: 'string', pattern: `^${prefix}_[A-Za-z0-9]{1,64}$` },
+  schema: { type: 'string', pattern: pattern.source },
 });
-const storeId = pathParam('memory_store_id', 'memstore');
-const memoryId = pathParam('memory_id', 'mem');
-const versionId = pathParam('memory_version_id', 'memver');
-const query = (name: string, description: string, schema: object = { type: 'string' }) => ({
-  name,
-  in: 'query',
-  required: false,
-  description,
-  schema,
-});
-const view = (fallback: string) =>
-  query('view', `\`basic\` (content null) or \`full\`; default ${fallback}`, {
-    type: 'string',
-    enum: ['basic', 'full'],
-  });
-const paging = [
-  query('limit', 'Page size', { type: 'integer', minimum: 1 }),
-  query('page', 'The `next_page` cursor of the previous page'),
-];
+const storeId = pathParam('memory_store_id', STORE_ID_PATTERN);
+const memoryId = pathParam('memory_id', MEMORY_ID_PATTERN);
+const versionId = pathParam('memory_version_id', VERSION_ID_PATTERN);
+
+/** The query parameters a query schema parses, each with its JSON Schema (input side) and description. */
+function queryParameters(schema: z.ZodType): object[] {
+  const doc = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as {
+    properties?: Record<string, { description?: string }>;
+  };
+  return Object.entries(doc.properties ?? {}).map(([name, { description, ...property }]) => ({
+    name,
+    in: 'query',
+    required: false,
+    ...(description ? { description } : {}),
+    schema: property,
+  }));
+}
 
 const e = (description: string) => ({ description, schema: memoryStoreErrorSchema });
 const common = {
@@ -136,7 +72,7 @@ export const MEMORY_STORES_ROUTES: readonly ApiRoute[] = [
     operationId: 'createMemoryStore',
     summary: 'Create a memory store',
     tag,
-    body: storeBody,
+    body: storeCreateBody,
     responses: { 200: { description: 'The store', schema: memoryStoreSchema }, ...common },
   },
   {
@@ -145,12 +81,7 @@ export const MEMORY_STORES_ROUTES: readonly ApiRoute[] = [
     operationId: 'listMemoryStores',
     summary: 'The tenant’s memory stores, oldest first',
     tag,
-    parameters: [
-      ...paging,
-      query('include_archived', 'Also list archived stores', { type: 'boolean' }),
-      query('created_at[gte]', 'Created at or after (RFC 3339)'),
-      query('created_at[lte]', 'Created at or before (RFC 3339)'),
-    ],
+    parameters: queryParameters(listStoresQuery),
     responses: { 200: { description: 'A page of stores', schema: memoryStoreListSchema }, ...common },
   },
   {
@@ -196,8 +127,8 @@ export const MEMORY_STORES_ROUTES: readonly ApiRoute[] = [
     operationId: 'createStoreMemory',
     summary: 'Create a memory at a path (precondition `not_exists` answers 409 on an existing path)',
     tag,
-    parameters: [storeId, view('basic')],
-    body: memoryBody,
+    parameters: [storeId, ...queryParameters(writeQuery)],
+    body: memoryCreateBody,
     responses: {
       200: { description: 'The memory', schema: memorySchema },
       ...withId,
@@ -211,15 +142,7 @@ export const MEMORY_STORES_ROUTES: readonly ApiRoute[] = [
     operationId: 'listStoreMemories',
     summary: 'Memories under a path prefix in path order; `memory_prefix` entries below the depth',
     tag,
-    parameters: [
-      storeId,
-      view('basic'),
-      ...paging,
-      query('path_prefix', 'A prefix ending in `/` (default `/`)'),
-      query('depth', '0 (all) or how many segments below the prefix to list', { type: 'integer' }),
-      query('order_by', 'Only `path`', { type: 'string', enum: ['path'] }),
-      query('order', 'Only `asc`', { type: 'string', enum: ['asc'] }),
-    ],
+    parameters: [storeId, ...queryParameters(listMemoriesQuery)],
     responses: {
       200: { description: 'A page of memories and prefixes', schema: memoryListSchema },
       ...withId,
@@ -231,7 +154,7 @@ export const MEMORY_STORES_ROUTES: readonly ApiRoute[] = [
     operationId: 'exportStoreMemories',
     summary: 'Every memory of a store as lines of JSON: the store, each memory, then `{type: complete}`',
     tag,
-    parameters: [storeId, view('full')],
+    parameters: [storeId, ...queryParameters(readQuery)],
     responses: {
       200: { description: 'One JSON object per line', contentType: 'application/x-ndjson' },
       ...withId,
@@ -243,7 +166,7 @@ export const MEMORY_STORES_ROUTES: readonly ApiRoute[] = [
     operationId: 'getStoreMemory',
     summary: 'A memory',
     tag,
-    parameters: [storeId, memoryId, view('full')],
+    parameters: [storeId, memoryId, ...queryParameters(readQuery)],
     responses: { 200: { description: 'The memory', schema: memorySchema }, ...withId },
   },
   {
@@ -252,7 +175,7 @@ export const MEMORY_STORES_ROUTES: readonly ApiRoute[] = [
     operationId: 'updateStoreMemory',
     summary: 'Change a memory’s path or content (precondition `content_sha256`: compare and set)',
     tag,
-    parameters: [storeId, memoryId, view('basic')],
+    parameters: [storeId, memoryId, ...queryParameters(writeQuery)],
     body: memoryUpdateBody,
     responses: {
       200: { description: 'The memory', schema: memorySchema },
@@ -267,11 +190,7 @@ export const MEMORY_STORES_ROUTES: readonly ApiRoute[] = [
     operationId: 'deleteStoreMemory',
     summary: 'Delete a memory (its versions stay)',
     tag,
-    parameters: [
-      storeId,
-      memoryId,
-      query('expected_content_sha256', 'Delete only if the content still has this SHA-256'),
-    ],
+    parameters: [storeId, memoryId, ...queryParameters(deleteMemoryQuery)],
     responses: {
       200: { description: 'Deleted', schema: memoryDeletedSchema },
       ...withId,
@@ -284,18 +203,7 @@ export const MEMORY_STORES_ROUTES: readonly ApiRoute[] = [
     operationId: 'listMemoryVersions',
     summary: 'The versions of a store’s memories, newest first',
     tag,
-    parameters: [
-      storeId,
-      view('basic'),
-      ...paging,
-      query('memory_id', 'Only this memory’s versions'),
-      query('operation', 'Only this operation', { type: 'string', enum: ['created', 'modified', 'deleted'] }),
-      query('session_id', 'Only versions written by this session'),
-      query('api_key_id', 'Only versions written with this key'),
-      query('service_account_id', 'Only versions written by this service account'),
-      query('created_at[gte]', 'Created at or after (RFC 3339)'),
-      query('created_at[lte]', 'Created at or before (RFC 3339)'),
-    ],
+    parameters: [storeId, ...queryParameters(listVersionsQuery)],
     responses: { 200: { description: 'A page of versions', schema: memoryVersionListSchema }, ...withId },
   },
   {
@@ -304,7 +212,7 @@ export const MEMORY_STORES_ROUTES: readonly ApiRoute[] = [
     operationId: 'getMemoryVersion',
     summary: 'A memory version',
     tag,
-    parameters: [storeId, versionId, view('full')],
+    parameters: [storeId, versionId, ...queryParameters(readQuery)],
     responses: { 200: { description: 'The version', schema: memoryVersionSchema }, ...withId },
   },
   {

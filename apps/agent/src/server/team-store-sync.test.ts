@@ -18,9 +18,12 @@ import Anthropic from '@anthropic-ai/sdk';
 import { MARKER_PATH } from '@anthropic-ai/sdk/tools/agent-toolset/memories';
 import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import {
+  DELETE_CORROBORATION_MS,
+  deleteCap,
   memoryHistory,
   memoryStoreClient,
   StoreSyncStateFile,
+  type StoreSyncTarget,
   syncTeamStore,
 } from '@engram/team-memory/client/store-sync';
 import { TenantStore } from '@engram/tenants/tenant-store';
@@ -66,7 +69,7 @@ afterAll(async () => {
 
 const sdk = (apiKey: string) => new Anthropic({ baseURL: server.url, apiKey, maxRetries: 0 });
 
-function home(name: string, storeId: string, apiKey = keyA, author?: string) {
+function home(name: string, storeId: string, apiKey = keyA) {
   const teamDir = join(base, name, 'memory', 'team');
   mkdirSync(teamDir, { recursive: true });
   return {
@@ -74,14 +77,9 @@ function home(name: string, storeId: string, apiKey = keyA, author?: string) {
     target: {
       teamDir,
       storeId,
-      client: memoryStoreClient({
-        baseUrl: server.url,
-        apiKey,
-        maxRetries: 0,
-        ...(author ? { author } : {}),
-      }),
+      client: memoryStoreClient({ baseUrl: server.url, apiKey, maxRetries: 0 }),
       state: new StoreSyncStateFile(join(base, name, 'team-store-sync.json')),
-    },
+    } as StoreSyncTarget,
     write(key: string, content: string) {
       mkdirSync(dirname(join(teamDir, key)), { recursive: true });
       writeFileSync(join(teamDir, key), content);
@@ -130,9 +128,17 @@ describe('team sync through a memory store', () => {
     const idle = await syncTeamStore(a.target);
     expect([idle.uploaded, idle.downloaded, idle.deleted, idle.conflicts]).toEqual([[], [], [], []]);
 
-    // A delete on A: the store deletes it (on the baseline's hash), B follows.
+    // A delete on A: the store deletes it (on the baseline's hash) once a second pass 30 s on still misses
+    // it, B follows.
     unlinkSync(join(a.teamDir, 'notes/deploy.md'));
-    expect((await syncTeamStore(a.target)).deleted).toEqual([{ key: 'notes/deploy.md', where: 'store' }]);
+    const noticed = await syncTeamStore(a.target);
+    expect(noticed.deleted).toEqual([]);
+    expect(noticed.pendingDeletes.map((p) => p.key)).toEqual(['notes/deploy.md']);
+    expect(Object.keys(await storePaths(storeId))).toEqual(['/MEMORY.md', '/notes/deploy.md']);
+    const later = () => new Date(Date.now() + DELETE_CORROBORATION_MS + 1_000);
+    expect((await syncTeamStore({ ...a.target, now: later })).deleted).toEqual([
+      { key: 'notes/deploy.md', where: 'store' },
+    ]);
     expect(Object.keys(await storePaths(storeId))).toEqual(['/MEMORY.md']);
     expect((await syncTeamStore(b.target)).deleted).toEqual([{ key: 'notes/deploy.md', where: 'local' }]);
     expect(b.has('notes/deploy.md')).toBe(false);
@@ -214,6 +220,135 @@ describe('team sync through a memory store', () => {
     expect(r.skipped).toContainEqual({ key: 'big.md', reason: 'refused', detail: '413 request_too_large' });
     expect(Object.keys(await storePaths(storeId))).toEqual(['/small.md']);
     expect(a.read('big.md')).toBe(big);
+
+    // The same content is not sent again (no request at all), and is still reported.
+    const posts: string[] = [];
+    const counting: typeof fetch = async (input, init) => {
+      if (init?.method === 'POST') posts.push(String(input instanceof Request ? input.url : input));
+      return fetch(input, init);
+    };
+    const watched = {
+      ...a.target,
+      client: new Anthropic({ baseURL: server.url, apiKey: keyA, maxRetries: 0, fetch: counting }),
+    };
+    const again = await syncTeamStore(watched);
+    expect(posts).toEqual([]);
+    expect(again.skipped).toContainEqual({
+      key: 'big.md',
+      reason: 'refused',
+      detail: '413 request_too_large; not sent again until the file changes',
+    });
+    // A person's push sends it anyway (they may have fixed it): one request, refused again.
+    await syncTeamStore({ ...watched, retryRefused: true });
+    expect(posts).toHaveLength(1);
+    // Changed content is tried again: still too big, refused once more; then small enough, uploaded.
+    a.write('big.md', `${big}y`);
+    const changed = await syncTeamStore(watched);
+    expect(posts).toHaveLength(2);
+    expect(changed.skipped).toContainEqual({
+      key: 'big.md',
+      reason: 'refused',
+      detail: '413 request_too_large',
+    });
+    a.write('big.md', 'small now\n');
+    expect((await syncTeamStore(watched)).uploaded.map((u) => u.key)).toEqual(['big.md']);
+    expect(Object.keys(await storePaths(storeId))).toEqual(['/big.md', '/small.md']);
+  });
+
+  it('a local delete goes out only once a second pass 30 s on still misses the file, at most deleteCap() a pass', async () => {
+    const { id: storeId } = await sdk(keyA).beta.memoryStores.create({ name: 'corroborate' });
+    const a = home('a10', storeId);
+    const names = Array.from({ length: 10 }, (_, i) => `f${i}.md`);
+    for (const n of [...names, 'keep.md']) a.write(n, `${n}\n`);
+    await syncTeamStore(a.target);
+    let clock = Date.now();
+    const at = () => ({ ...a.target, now: () => new Date(clock) });
+    const half = DELETE_CORROBORATION_MS / 2;
+
+    // Gone for a moment (an editor's delete-and-write, a restore): nothing is deleted.
+    unlinkSync(join(a.teamDir, 'f0.md'));
+    expect((await syncTeamStore(at())).pendingDeletes.map((p) => p.key)).toEqual(['f0.md']);
+    clock += half;
+    expect((await syncTeamStore(at())).deleted).toEqual([]); // not yet 30 s
+    a.write('f0.md', 'f0.md\n');
+    clock += DELETE_CORROBORATION_MS;
+    const back = await syncTeamStore(at());
+    expect([back.deleted, back.pendingDeletes]).toEqual([[], []]);
+
+    // Nine gone: noticed now, deleted by a pass 30 s on, at most deleteCap() of them per pass.
+    for (const n of names.slice(1)) unlinkSync(join(a.teamDir, n));
+    expect((await syncTeamStore(at())).pendingDeletes).toHaveLength(9);
+    expect(Object.keys(await storePaths(storeId))).toHaveLength(11);
+    clock += DELETE_CORROBORATION_MS;
+    const first = await syncTeamStore(at());
+    expect(first.deleted).toHaveLength(deleteCap(11));
+    expect(first.pendingDeletes).toHaveLength(9 - deleteCap(11));
+    const rest = await syncTeamStore(at());
+    expect(rest.deleted).toHaveLength(9 - deleteCap(11));
+    expect(Object.keys(await storePaths(storeId))).toEqual(['/f0.md', '/keep.md']);
+
+    // Changed in the store while its local delete waited: it comes back instead.
+    unlinkSync(join(a.teamDir, 'keep.md'));
+    await syncTeamStore(at());
+    const { data } = await sdk(keyA).beta.memoryStores.memories.list(storeId);
+    const keep = data.find((m) => m.path === '/keep.md');
+    await sdk(keyA).beta.memoryStores.memories.update(keep!.type === 'memory' ? keep!.id : '', {
+      memory_store_id: storeId,
+      content: 'teammate kept it\n',
+    });
+    clock += DELETE_CORROBORATION_MS;
+    const restored = await syncTeamStore(at());
+    expect(restored.downloaded).toEqual([{ key: 'keep.md', change: 'restored', bytes: 17 }]);
+    expect(a.read('keep.md')).toBe('teammate kept it\n');
+  });
+
+  it('a local file over the entry cap is reported, never uploaded and never overwritten from the store', async () => {
+    const { id: storeId } = await sdk(keyA).beta.memoryStores.create({ name: 'cap' });
+    const a = home('a11', storeId);
+    a.write('grow.md', 'small\n');
+    await syncTeamStore(a.target);
+    const { data } = await sdk(keyA).beta.memoryStores.memories.list(storeId);
+    await sdk(keyA).beta.memoryStores.memories.update(data[0]!.type === 'memory' ? data[0]!.id : '', {
+      memory_store_id: storeId,
+      content: 'teammate\n',
+    });
+    const huge = 'x'.repeat(300_000);
+    a.write('grow.md', huge);
+    const r = await syncTeamStore(a.target);
+    expect(r.skipped).toEqual([{ key: 'grow.md', reason: 'too-large' }]);
+    expect([r.uploaded, r.downloaded, r.conflicts]).toEqual([[], [], []]);
+    expect(a.read('grow.md')).toBe(huge);
+    expect(await storePaths(storeId)).toEqual({ '/grow.md': 'teammate\n' });
+  });
+
+  it("an authored pass names the job on the job's own files only; a person's edits in it go out unauthored", async () => {
+    const { id: storeId } = await sdk(keyA).beta.memoryStores.create({ name: 'per-file' });
+    const a = home('a12', storeId);
+    a.write('facts.md', 'first\n');
+    a.write('person.md', 'mine\n');
+    await syncTeamStore(a.target);
+    a.write('facts.md', 'first\nsecond (extracted)\n');
+    a.write('person.md', 'mine, edited by hand\n');
+    a.write('new-by-person.md', 'typed in an editor\n');
+    const r = await syncTeamStore({ ...a.target, authored: { author: 'extract:77', keys: ['facts.md'] } });
+    expect(r.uploaded.map((u) => [u.key, u.author])).toEqual([
+      ['facts.md', 'extract:77'],
+      ['new-by-person.md', undefined],
+      ['person.md', undefined],
+    ]);
+    const newest = async (key: string) =>
+      (await memoryHistory(sdk(keyA), storeId, key)).versions[0]!.created_by;
+    expect(await newest('facts.md')).toEqual({
+      type: 'api_actor',
+      api_key_id: 'apikey_alpha',
+      job: 'extract:77',
+    });
+    expect(await newest('person.md')).toEqual({ type: 'api_actor', api_key_id: 'apikey_alpha' });
+    expect(await newest('new-by-person.md')).toEqual({ type: 'api_actor', api_key_id: 'apikey_alpha' });
+    // An author that is not a job name is refused before anything is sent.
+    await expect(
+      syncTeamStore({ ...a.target, authored: { author: 'not a job', keys: ['facts.md'] } }),
+    ).rejects.toMatchObject({ code: 'STORE_SYNC_BAD_AUTHOR' });
   });
 
   it('never uploads a secret or a foreign store mount, and leaves both as found', async () => {
@@ -228,7 +363,7 @@ describe('team sync through a memory store', () => {
     const r = await syncTeamStore(a.target);
     expect(r.uploaded.map((u) => u.key)).toEqual(['ok.md']);
     expect(r.skipped).toContainEqual(expect.objectContaining({ key: 'leak.md', reason: 'secret' }));
-    expect(r.foreignMounts).toEqual(['cc-team']);
+    expect(r.foreignMounts).toEqual([{ dir: 'cc-team', client: 'sdk' }]);
     const stored = await storePaths(storeId);
     expect(Object.keys(stored)).toEqual(['/ok.md']);
     expect(JSON.stringify(stored)).not.toContain('ghp_');
@@ -275,9 +410,10 @@ describe('team sync through a memory store', () => {
   it("a tenant's team sync credential (the workers' key) reaches its own stores only", async () => {
     const { id: storeId } = await sdk(keyA).beta.memoryStores.create({ name: 'workers' });
     const tenants = new TenantStore(join(base, 'home'));
-    const alphaWorkers = home('a9', storeId, await tenants.teamSyncKey('alpha'), 'dream:7');
+    const alphaWorkers = home('a9', storeId, await tenants.teamSyncKey('alpha'));
     alphaWorkers.write('w.md', 'consolidated\n');
-    expect((await syncTeamStore(alphaWorkers.target)).uploaded.map((u) => u.key)).toEqual(['w.md']);
+    const authored = { ...alphaWorkers.target, authored: { author: 'dream:7', keys: ['w.md'] } };
+    expect((await syncTeamStore(authored)).uploaded.map((u) => u.key)).toEqual(['w.md']);
     const h = await memoryHistory(sdk(keyA), storeId, 'w.md');
     expect(h.versions[0]!.created_by).toEqual({
       type: 'api_actor',
@@ -295,10 +431,7 @@ describe('team sync through a memory store', () => {
     await syncTeamStore(person.target);
     const worker = {
       ...person,
-      target: {
-        ...person.target,
-        client: memoryStoreClient({ baseUrl: server.url, apiKey: keyA, maxRetries: 0, author: 'extract:42' }),
-      },
+      target: { ...person.target, authored: { author: 'extract:42', keys: ['facts.md'] } },
     };
     worker.write('facts.md', 'first\nsecond (extracted)\n');
     await syncTeamStore(worker.target);
@@ -342,7 +475,9 @@ describe('team sync through a memory store', () => {
     const lines: string[] = [];
     const io = { out: (t: string) => lines.push(t), err: (t: string) => lines.push(`ERR ${t}`) };
     expect(await teamStatus(config, { cwd: project, json: false }, io)).toBe(0);
-    expect(lines).toContain(`  protocol: memory-store ${storeId}`);
+    expect(lines).toContain(
+      `  protocol: memory-store ${storeId} (bound by ENGRAM_TEAM_MEMORY_STORE: acme/widgets)`,
+    );
     expect(lines).toContain('  to push (1): runbook.md');
     const { teamPush } = await import('../commands/team.js');
     lines.length = 0;
@@ -401,6 +536,6 @@ describe('team sync through a memory store', () => {
     const seed = loadAgentConfig({ ...env, ENGRAM_TEAM_MEMORY_STORE: `other/repo=${storeId}` });
     lines.length = 0;
     await teamStatus(seed, { cwd: project, json: false }, io).catch(() => undefined);
-    expect(lines).toContain('  protocol: team-memory (/api/claude_code/team_memory)');
+    expect(lines).toContain('  protocol: team-memory (/api/claude_code/team_memory; no memory store bound)');
   });
 });

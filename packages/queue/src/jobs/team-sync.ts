@@ -14,6 +14,9 @@ export const teamRepo = z
   .regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'must be "owner/name"')
   .refine((s) => s.split('/').every((part) => part !== '.' && part !== '..'), 'must not be "." or ".."');
 
+/** Files one authored push names at most (a job that changed more: the rest go out unauthored, never misnamed). */
+export const MAX_AUTHORED_KEYS = 500;
+
 export const teamSyncPayload = projectRef.extend({
   repo: teamRepo,
   action: z.enum(['pull', 'push']),
@@ -33,6 +36,11 @@ export const teamSyncPayload = projectRef.extend({
     .string()
     .regex(/^[a-z][a-z-]{0,31}:[A-Za-z0-9._:-]{1,128}$/)
     .optional(),
+  /**
+   * With `author`: the team files (relative to team/) that job changed, from its receipt. Only their versions
+   * name the job; anything else the pass uploads (a person's edit made meanwhile) goes out unauthored.
+   */
+  authoredKeys: z.array(z.string().min(1).max(1024)).max(MAX_AUTHORED_KEYS).optional(),
 });
 export type TeamSyncPayload = z.infer<typeof teamSyncPayload>;
 
@@ -62,12 +70,13 @@ export const teamSyncJob = {
   /**
    * One pending pull and one pending push per project: a request made while one waits joins it. Debounced
    * pushes (after writes) coalesce among themselves; an immediate push (shutdown, a person) is never held back
-   * behind a debounce.
+   * behind a debounce. An authored push is one per job (its id in the key): joining another job's push would
+   * send its files unauthored.
    */
   deduplicationId: (p: TeamSyncPayload) =>
     projectKey(
       p,
       (dir) =>
-        `team-sync:${p.action}${p.action === 'push' && p.debounceMs > 0 ? '-debounced' : ''}${p.author ? '-authored' : ''}:${dir}`,
+        `team-sync:${p.action}${p.action === 'push' && p.debounceMs > 0 ? '-debounced' : ''}${p.author ? `-authored:${p.author}` : ''}:${dir}`,
     ),
 } as const;

@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { walk } from '@engram/fs-walk/walk';
+import { NotARegularFileError, readRegularFileBounded } from '@engram/memory-core/memdir/bounded-read';
 import { resolveInside, validateTeamKey } from '@engram/memory-core/paths/containment';
 import { scanForSecrets } from '@engram/memory-core/security/secret-scanner';
 import { hashContent, MAX_ENTRY_BYTES } from '../contract.js';
@@ -41,18 +42,64 @@ export interface LocalEntry {
 export interface LocalTeamFiles {
   entries: Map<string, LocalEntry>;
   skipped: SkippedFile[];
+  /** Folders of team/ that another client mirrors a store into: never read as team files to sync. */
+  foreignMounts: ForeignMount[];
+}
+
+// Another client's mirror of a memory store inside team/ (docs/memory-stores.md "Claude Code's on-disk layout"):
+// Claude Code 2.1.x keeps its team memory stores in `team/<mount>/`, stamped with its manifest; the SDK's
+// SessionMemoryStores stamps its folders with its marker (`MARKER_PATH` in the SDK's
+// tools/agent-toolset/memories.ts). Such a folder is read as memory but never synced by Engram: its own client
+// syncs it, and a second writer would make that client push Engram's writes as edits (or stop syncing).
+
+/** Claude Code's manifest: `{"v":1,"partition":"/v1/memory_stores/<id>"}`, the store the folder mirrors. */
+export const CLAUDE_CODE_MANIFEST = '.memory-sync';
+/** The SDK's marker: `version 1\n<store id>`; the SDK trusts the folder only while its SHA-256 matches. */
+export const SDK_STORE_MARKER = '.anthropic-memory-store';
+
+export interface ForeignMount {
+  /** The folder, relative to team/ (one segment). */
+  dir: string;
+  client: 'claude-code' | 'sdk';
+}
+
+/** Top-level folders of team/ holding Claude Code's manifest or the SDK's marker (a regular file). */
+export async function foreignMountsOf(teamDir: string): Promise<ForeignMount[]> {
+  const names = await fs.readdir(teamDir, { withFileTypes: true }).catch(() => []);
+  const mounts: ForeignMount[] = [];
+  const isFile = (path: string) =>
+    fs.lstat(path).then(
+      (s) => s.isFile(),
+      () => false,
+    );
+  for (const d of names) {
+    if (!d.isDirectory() || d.name.startsWith('.')) continue;
+    if (await isFile(join(teamDir, d.name, CLAUDE_CODE_MANIFEST)))
+      mounts.push({ dir: d.name, client: 'claude-code' });
+    else if (await isFile(join(teamDir, d.name, SDK_STORE_MARKER)))
+      mounts.push({ dir: d.name, client: 'sdk' });
+  }
+  return mounts.sort((a, b) => (a.dir < b.dir ? -1 : a.dir > b.dir ? 1 : 0));
+}
+
+/** Whether `key` (relative to team/) lies inside one of `mounts`. */
+export function inForeignMount(key: string, mounts: readonly ForeignMount[]): boolean {
+  return mounts.some((m) => key.startsWith(`${m.dir}/`));
 }
 
 export async function readLocalTeamFiles(teamDir: string): Promise<LocalTeamFiles> {
   const entries = new Map<string, LocalEntry>();
   const skipped: SkippedFile[] = [];
+  const foreignMounts = await foreignMountsOf(teamDir);
   const listing = await walk(teamDir, { maxEntries: MAX_WALK_ENTRIES });
   for (const error of listing.errors) {
     // A directory that vanished (or turned into a file) mid-walk holds nothing to push.
     if (error.code === 'ENOENT' || error.code === 'ENOTDIR') continue;
+    if (inForeignMount(error.rel, foreignMounts)) continue;
     skipped.push({ key: error.rel || '.', reason: 'unreadable', code: error.code });
   }
   for (const { rel: key, path } of listing.files) {
+    if (inForeignMount(key, foreignMounts)) continue;
     const valid = validateTeamKey(key);
     if (!valid.ok) {
       skipped.push({ key, reason: 'invalid-key', code: valid.code });
@@ -69,20 +116,19 @@ export async function readLocalTeamFiles(teamDir: string): Promise<LocalTeamFile
     }
     entries.set(key, entry);
   }
-  return { entries: new Map([...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))), skipped };
+  return {
+    entries: new Map([...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
+    skipped,
+    foreignMounts,
+  };
 }
 
 async function readEntry(path: string): Promise<LocalEntry | Omit<SkippedFile, 'key'>> {
-  let buffer: Buffer;
-  try {
-    const stat = await fs.lstat(path);
-    if (!stat.isFile()) return { reason: 'unreadable', code: 'NOT_A_FILE' };
-    if (stat.size > MAX_ENTRY_BYTES) return { reason: 'too-large', bytes: stat.size };
-    buffer = await fs.readFile(path);
-  } catch (error) {
-    return { reason: 'unreadable', code: (error as NodeJS.ErrnoException).code ?? 'UNKNOWN' };
-  }
-  if (buffer.length > MAX_ENTRY_BYTES) return { reason: 'too-large', bytes: buffer.length };
+  const read = await readLocalBytes(path);
+  if (read === undefined) return { reason: 'unreadable', code: 'NOT_A_FILE' };
+  if ('error' in read) return { reason: 'unreadable', code: read.error };
+  if ('tooLarge' in read) return { reason: 'too-large', bytes: read.tooLarge };
+  const buffer = read.bytes;
   const content = buffer.toString('utf8');
   // Entries are UTF-8 text; bytes that do not round-trip would be corrupted by the upload.
   if (!Buffer.from(content, 'utf8').equals(buffer)) return { reason: 'not-utf8' };
@@ -91,14 +137,28 @@ async function readEntry(path: string): Promise<LocalEntry | Omit<SkippedFile, '
   return { content, checksum: hashContent(content), bytes: buffer.length };
 }
 
-/** Reads one local file the way pull compares it (undefined when absent or not a regular file). */
-export async function readLocalBytes(path: string): Promise<Buffer | undefined> {
+/** A local team file as read: its bytes, or its size when over the cap (never read whole), or an error code. */
+export type LocalRead = { bytes: Buffer } | { tooLarge: number } | { error: string };
+
+/**
+ * Reads one local team file through one non-blocking open that does not follow a final symlink, judged on the
+ * descriptor (regular files only) and capped at `maxBytes` (MAX_ENTRY_BYTES): undefined when absent or not a
+ * regular file (a FIFO, a directory, a symlink), `tooLarge` when bigger than the cap — such a file is never
+ * uploaded and never overwritten; the callers report it and leave it as it is.
+ */
+export async function readLocalBytes(
+  path: string,
+  maxBytes = MAX_ENTRY_BYTES,
+): Promise<LocalRead | undefined> {
   try {
-    const stat = await fs.lstat(path);
-    if (!stat.isFile()) return undefined;
-    return await fs.readFile(path);
-  } catch {
-    return undefined;
+    const read = await readRegularFileBounded(path, maxBytes, { followSymlinks: false });
+    return read.truncated ? { tooLarge: Math.max(read.stat.size, maxBytes + 1) } : { bytes: read.bytes };
+  } catch (error) {
+    if (error instanceof NotARegularFileError) return undefined;
+    const code = (error as NodeJS.ErrnoException).code;
+    // ENOENT: gone; ELOOP: a symlink in the last component (never followed); ENOTDIR: a parent became a file.
+    if (code === 'ENOENT' || code === 'ELOOP' || code === 'ENOTDIR') return undefined;
+    return { error: code ?? 'UNKNOWN' };
   }
 }
 

@@ -2,15 +2,17 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
-import { MARKER_PATH } from '@anthropic-ai/sdk/tools/agent-toolset/memories';
 import { EngramError } from '@engram/errors/engram-error';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { resolveTeamKeyPath } from '@engram/memory-core/paths/containment';
 import { z } from 'zod';
+import { MAX_ENTRY_BYTES } from '../contract.js';
 import { invalidKeyReason } from '../keys.js';
 import { JOB_AUTHOR_HEADER, JOB_AUTHOR_PATTERN } from '../memory-stores/job-author.js';
 import { LIMITS } from '../memory-stores/limits.js';
 import {
+  type ForeignMount,
+  inForeignMount,
   keepConflictCopy,
   listConflictCopies,
   readLocalBytes,
@@ -27,14 +29,26 @@ import {
 // - changed on both (or differing with no baseline): the store wins, the local bytes are first copied to
 //   team/.conflicts/ (as the team_memory pull does) and reported; a 409 on a precondition is the same case
 //   found late (someone wrote between our list and our write);
-// - deleted locally, store unchanged since the baseline: deleted on the store with expected_content_sha256;
-//   deleted on the store, file unchanged: deleted here; a file with un-pushed edits re-creates the memory;
+// - deleted locally, store unchanged since the baseline: deleted on the store with expected_content_sha256 —
+//   only once the file has been missing across two passes at least DELETE_CORROBORATION_MS apart and is still
+//   missing just before the request, at most deleteCap() a pass (the SDK's rule: a file that vanished for a
+//   moment, or a half-restored folder, never deletes anything);
+// - deleted on the store, file unchanged: deleted here; a file with un-pushed edits re-creates the memory;
 // - every file is gone at once (a wiped folder): nothing is deleted on the store, everything comes back;
-// - files with a secret, too large, or not UTF-8 never leave (readLocalTeamFiles) and are left alone here;
-// - a folder under team/ holding the SDK's / Claude Code's store marker (`.anthropic-memory-store`) is another
-//   client's mirror of a store: read by the memory scan like any file, never synced from here.
+// - files with a secret, too large, or not UTF-8 never leave (readLocalTeamFiles) and are left alone here; a
+//   file the store refuses (413, a 400 path) is not sent again until its content changes;
+// - a folder under team/ holding Claude Code's manifest or the SDK's marker is another client's mirror of a
+//   store: read by the memory scan like any file, never synced from here.
 
 export const STORE_SYNC_STATE_FILENAME = 'team-store-sync.json';
+
+/** How long a file must stay missing, across two passes, before its delete is sent (the SDK's constant). */
+export const DELETE_CORROBORATION_MS = 30_000;
+
+/** Deletes one pass sends at most (the SDK's bounds): small stores clear in one pass, a big one loses little. */
+export function deleteCap(baselineSize: number): number {
+  return Math.max(8, Math.min(50, Math.floor(baselineSize / 4)));
+}
 
 const stateSchema = z.object({
   version: z.literal(1),
@@ -43,6 +57,10 @@ const stateSchema = z.object({
   repo: z.string().optional(),
   /** key → the memory's id and content_sha256 (bare hex) when both sides last agreed. */
   baseline: z.record(z.string(), z.object({ id: z.string(), sha: z.string() })),
+  /** key → when a pass first found the file missing (its store delete waits for the corroboration). */
+  pendingDeletes: z.record(z.string(), z.iso.datetime()).optional(),
+  /** key → the content the store refused and why: not sent again while the file holds exactly that content. */
+  refused: z.record(z.string(), z.object({ sha: z.string(), detail: z.string() })).optional(),
   lastSyncAt: z.string().optional(),
 });
 export type StoreSyncState = z.infer<typeof stateSchema>;
@@ -73,25 +91,25 @@ export class StoreSyncError extends EngramError {}
 export interface StoreClientOptions {
   baseUrl: string;
   apiKey: string;
-  /** `extract:<job id>`: the worker job this sync's writes are made for (sent as `x-engram-job`). */
-  author?: string;
   maxRetries?: number;
   timeoutMs?: number;
 }
 
 /** The SDK client a store sync talks through (no hand-written HTTP). */
 export function memoryStoreClient(o: StoreClientOptions): Anthropic {
-  if (o.author !== undefined && !JOB_AUTHOR_PATTERN.test(o.author))
-    throw new StoreSyncError('STORE_SYNC_BAD_AUTHOR', `Not a job author: ${JSON.stringify(o.author)}`, {
-      retryable: false,
-    });
   return new Anthropic({
     baseURL: o.baseUrl,
     apiKey: o.apiKey,
     maxRetries: o.maxRetries ?? 3,
     timeout: o.timeoutMs ?? 30_000,
-    defaultHeaders: o.author ? { [JOB_AUTHOR_HEADER]: o.author } : {},
   });
+}
+
+/** A worker job's writes this pass carries: its author and the team keys it changed (its receipt's files). */
+export interface AuthoredChanges {
+  /** `extract:<job id>`, `dream:<job id>`: sent as `x-engram-job` on the requests for `keys` only. */
+  author: string;
+  keys: readonly string[];
 }
 
 export interface StoreSyncTarget {
@@ -100,6 +118,10 @@ export interface StoreSyncTarget {
   repo?: string;
   client: Anthropic;
   state: StoreSyncStateFile;
+  /** The job whose changes this pass uploads: only its files' versions name it; other changes go out unauthored. */
+  authored?: AuthoredChanges;
+  /** A person's `engram team push`: send files the store refused before even if unchanged since. */
+  retryRefused?: boolean;
   now?: () => Date;
 }
 
@@ -113,15 +135,17 @@ export interface StoreConflict {
 export interface StoreSyncReport {
   action: 'store-sync';
   storeId: string;
-  uploaded: Array<{ key: string; change: 'created' | 'updated'; bytes: number }>;
+  uploaded: Array<{ key: string; change: 'created' | 'updated'; bytes: number; author?: string }>;
   downloaded: Array<{ key: string; change: 'created' | 'updated' | 'restored'; bytes: number }>;
   /** `store`: a local delete sent to the store; `local`: the store's delete applied here. */
-  deleted: Array<{ key: string; where: 'store' | 'local' }>;
+  deleted: Array<{ key: string; where: 'store' | 'local'; author?: string }>;
+  /** Files missing here whose store delete waits: sent by a pass from `dueAt` on if still missing. */
+  pendingDeletes: Array<{ key: string; dueAt: string }>;
   unchanged: number;
   conflicts: StoreConflict[];
   skipped: Array<{ key: string; reason: string; detail?: string }>;
   /** Folders under team/ that mirror a store for another client (Claude Code, the SDK): never synced here. */
-  foreignMounts: string[];
+  foreignMounts: ForeignMount[];
   /** The whole folder was empty against a non-empty baseline: treated as wiped, nothing deleted on the store. */
   recovered: boolean;
 }
@@ -158,6 +182,14 @@ async function inPool<T>(
 const running = new Map<string, Promise<unknown>>();
 
 export function syncTeamStore(target: StoreSyncTarget): Promise<StoreSyncReport> {
+  if (target.authored && !JOB_AUTHOR_PATTERN.test(target.authored.author))
+    return Promise.reject(
+      new StoreSyncError(
+        'STORE_SYNC_BAD_AUTHOR',
+        `Not a job author: ${JSON.stringify(target.authored.author)} (expected <job kind>:<job id>).`,
+        { retryable: false },
+      ),
+    );
   const key = target.state.path;
   const previous = running.get(key) ?? Promise.resolve();
   const next = previous.catch(() => undefined).then(() => sync(target));
@@ -168,21 +200,6 @@ export function syncTeamStore(target: StoreSyncTarget): Promise<StoreSyncReport>
     })
     .catch(() => undefined);
   return next;
-}
-
-/** Top-level folders of team/ that hold another client's store marker. */
-export async function foreignMountsOf(teamDir: string): Promise<string[]> {
-  const names = await fs.readdir(teamDir, { withFileTypes: true }).catch(() => []);
-  const mounts: string[] = [];
-  for (const d of names) {
-    if (!d.isDirectory() || d.name.startsWith('.')) continue;
-    const marker = await fs.lstat(join(teamDir, d.name, MARKER_PATH)).then(
-      (s) => s.isFile(),
-      () => false,
-    );
-    if (marker) mounts.push(d.name);
-  }
-  return mounts.sort();
 }
 
 interface RemoteItem {
@@ -213,34 +230,50 @@ function errorType(error: unknown): string | undefined {
   const body = (error as { error?: { error?: { type?: string } } }).error;
   return body?.error?.type;
 }
+/** A refusal the store would repeat for the same content (a 4xx other than 404, 408, 409, 429). */
+function refusalOf(error: unknown): string | undefined {
+  if (!(error instanceof Anthropic.APIError) || error.status === undefined) return undefined;
+  const s = error.status;
+  if (s >= 500 || s === 404 || s === 408 || s === 409 || s === 429) return undefined;
+  return `${s} ${errorType(error) ?? ''}`.trim();
+}
 
 async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
   const { teamDir, storeId, client } = target;
   const now = target.now ?? (() => new Date());
   const memories = client.beta.memoryStores.memories;
   const state = await target.state.load(storeId);
+  const local = await readLocalTeamFiles(teamDir);
   const report: StoreSyncReport = {
     action: 'store-sync',
     storeId,
     uploaded: [],
     downloaded: [],
     deleted: [],
+    pendingDeletes: [],
     unchanged: 0,
     conflicts: [],
     skipped: [],
-    foreignMounts: await foreignMountsOf(teamDir),
+    foreignMounts: local.foreignMounts,
     recovered: false,
   };
-  const underMount = (key: string) => report.foreignMounts.some((m) => key.startsWith(`${m}/`));
-  const local = await readLocalTeamFiles(teamDir);
+  const underMount = (key: string) => inForeignMount(key, local.foreignMounts);
+  // The job's own files carry its name; everything else this pass sends is unauthored (a person's edit, another
+  // job's file whose push has not run yet): a version never names a job that did not make it.
+  const authoredKeys = new Set(target.authored?.keys ?? []);
+  const as = (key: string): { headers: Record<string, string> } | undefined =>
+    target.authored && authoredKeys.has(key)
+      ? { headers: { [JOB_AUTHOR_HEADER]: target.authored.author } }
+      : undefined;
+  const authorOf = (key: string) =>
+    target.authored && authoredKeys.has(key) ? { author: target.authored.author } : {};
   const localSha = new Map<string, { content: string; sha: string; bytes: number }>();
   for (const [key, e] of local.entries)
-    if (!underMount(key)) localSha.set(key, { content: e.content, sha: bare(e.checksum), bytes: e.bytes });
+    localSha.set(key, { content: e.content, sha: bare(e.checksum), bytes: e.bytes });
   // A file that cannot leave (a secret, too large, not UTF-8) is still there: never deleted on the store, never
   // overwritten from it; it keeps its baseline until it can sync again.
   const held = new Set<string>();
   for (const s of local.skipped as SkippedFile[]) {
-    if (underMount(s.key)) continue;
     held.add(s.key);
     report.skipped.push({
       key: s.key,
@@ -268,6 +301,28 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
   const wiped = localSha.size === 0 && held.size === 0 && baseKeys.length > 1;
   report.recovered = wiped;
   const next: StoreSyncState['baseline'] = {};
+  const nextPending: Record<string, string> = {};
+  const nextRefused: NonNullable<StoreSyncState['refused']> = {};
+  const pendingSince = state.pendingDeletes ?? {};
+  const refusedBefore = state.refused ?? {};
+  let deleteSlots = deleteCap(baseKeys.length);
+  const at = now();
+
+  /** A refusal the store would repeat: reported, remembered by content hash, not sent again until it changes. */
+  const refused = (key: string, sha: string, detail: string, again: boolean) => {
+    nextRefused[key] = { sha, detail };
+    report.skipped.push({
+      key,
+      reason: 'refused',
+      detail: again ? `${detail}; not sent again until the file changes` : detail,
+    });
+  };
+  const wasRefused = (key: string, sha: string) => {
+    const r = refusedBefore[key];
+    if (target.retryRefused || r?.sha !== sha) return false;
+    refused(key, sha, r.detail, true);
+    return true;
+  };
 
   const download = async (
     key: string,
@@ -296,19 +351,33 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
     report.downloaded.push({ key, change, bytes: Buffer.byteLength(content, 'utf8') });
   };
   const conflictFor = async (key: string, reason: StoreConflict['reason'], item: RemoteItem) => {
-    const localBytes = await readLocalBytes(join(teamDir, key));
-    await download(key, item, 'updated', localBytes ? { reason, localBytes } : undefined);
+    const read = await readLocalBytes(join(teamDir, key));
+    if (read && !('bytes' in read)) {
+      // Grew past the cap (or became unreadable) since the walk: never overwritten, never uploaded.
+      report.skipped.push({
+        key,
+        reason: 'tooLarge' in read ? 'too-large' : 'unreadable',
+        detail:
+          'tooLarge' in read
+            ? `the local file has ${read.tooLarge} bytes > ${MAX_ENTRY_BYTES}; left as it is`
+            : read.error,
+      });
+      if (baseline[key]) next[key] = baseline[key]!;
+      return;
+    }
+    await download(key, item, 'updated', read ? { reason, localBytes: read.bytes } : undefined);
   };
 
   const createFrom = async (
     key: string,
     mine: { content: string; sha: string; bytes: number },
   ): Promise<void> => {
+    if (wasRefused(key, mine.sha)) return;
     try {
-      const m = await memories.create(storeId, { path: storePath(key), content: mine.content });
+      const m = await memories.create(storeId, { path: storePath(key), content: mine.content }, as(key));
       if (m.content_sha256 === mine.sha) {
         next[key] = { id: m.id, sha: m.content_sha256 };
-        report.uploaded.push({ key, change: 'created', bytes: mine.bytes });
+        report.uploaded.push({ key, change: 'created', bytes: mine.bytes, ...authorOf(key) });
       } else await conflictFor(key, 'no-base', { id: m.id, sha: m.content_sha256 });
     } catch (error) {
       const id = (error as { error?: { error?: { conflicting_memory_id?: string } } }).error?.error
@@ -321,20 +390,46 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
         else report.skipped.push({ key, reason: 'path-conflict', detail: fresh.path });
         return;
       }
-      if (
-        error instanceof Anthropic.APIError &&
-        error.status !== undefined &&
-        error.status < 500 &&
-        error.status !== 429
-      ) {
-        report.skipped.push({
-          key,
-          reason: 'refused',
-          detail: `${error.status} ${errorType(error) ?? ''}`.trim(),
-        });
+      const refusal = refusalOf(error);
+      if (refusal) {
+        refused(key, mine.sha, refusal, false);
         return;
       }
       throw error;
+    }
+  };
+
+  /** A file missing here whose memory the store still holds unchanged: delete it once corroborated. */
+  const corroboratedDelete = async (key: string, theirs: RemoteItem, base: string): Promise<void> => {
+    const first = pendingSince[key] ?? at.toISOString();
+    const dueAt = new Date(Date.parse(first) + DELETE_CORROBORATION_MS);
+    const wait = () => {
+      nextPending[key] = first;
+      next[key] = baseline[key]!;
+      report.pendingDeletes.push({ key, dueAt: dueAt.toISOString() });
+    };
+    // First seen missing now (or not long enough ago): keep the memory and its baseline, look again later.
+    if (pendingSince[key] === undefined || at.getTime() < dueAt.getTime()) return wait();
+    // Re-checked just before the request: a file back by now (an editor's replace, a restore) deletes nothing.
+    const back = await fs.lstat(join(teamDir, key)).then(
+      () => true,
+      () => false,
+    );
+    if (back) {
+      next[key] = baseline[key]!;
+      return;
+    }
+    if (deleteSlots <= 0) return wait();
+    deleteSlots--;
+    try {
+      await memories.delete(theirs.id, { memory_store_id: storeId, expected_content_sha256: base }, as(key));
+      report.deleted.push({ key, where: 'store', ...authorOf(key) });
+    } catch (error) {
+      if (isNotFound(error)) return;
+      if (!isConflict(error)) throw error;
+      // Changed on the store since: it comes back.
+      const fresh = await memories.retrieve(theirs.id, { memory_store_id: storeId, view: 'basic' });
+      await download(key, { id: fresh.id, sha: fresh.content_sha256 }, 'restored');
     }
   };
 
@@ -349,19 +444,7 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
     const base = baseline[key]?.sha;
     if (mine === undefined) {
       if (theirs === undefined) return;
-      if (base !== undefined && theirs.sha === base && !wiped) {
-        try {
-          await memories.delete(theirs.id, { memory_store_id: storeId, expected_content_sha256: base });
-          report.deleted.push({ key, where: 'store' });
-        } catch (error) {
-          if (isNotFound(error)) return;
-          if (!isConflict(error)) throw error;
-          // Changed on the store since: it comes back.
-          const fresh = await memories.retrieve(theirs.id, { memory_store_id: storeId, view: 'basic' });
-          await download(key, { id: fresh.id, sha: fresh.content_sha256 }, 'restored');
-        }
-        return;
-      }
+      if (base !== undefined && theirs.sha === base && !wiped) return corroboratedDelete(key, theirs, base);
       await download(key, theirs, base !== undefined ? 'restored' : 'created');
       return;
     }
@@ -382,17 +465,24 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
     }
     if (base !== undefined && theirs.sha === base) {
       // Edited here only: the upload, on the condition that the store still holds what we last saw.
+      next[key] = baseline[key]!;
+      if (wasRefused(key, mine.sha)) return;
       try {
-        const m = await memories.update(theirs.id, {
-          memory_store_id: storeId,
-          content: mine.content,
-          precondition: { type: 'content_sha256', content_sha256: base },
-        });
+        const m = await memories.update(
+          theirs.id,
+          {
+            memory_store_id: storeId,
+            content: mine.content,
+            precondition: { type: 'content_sha256', content_sha256: base },
+          },
+          as(key),
+        );
         next[key] = { id: m.id, sha: m.content_sha256 };
-        report.uploaded.push({ key, change: 'updated', bytes: mine.bytes });
+        report.uploaded.push({ key, change: 'updated', bytes: mine.bytes, ...authorOf(key) });
       } catch (error) {
         if (isNotFound(error)) {
           // Deleted in the store since our listing; this file holds un-pushed edits: re-create it.
+          delete next[key];
           await createFrom(key, mine);
           return;
         }
@@ -401,19 +491,9 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
           await conflictFor(key, 'precondition', { id: fresh.id, sha: fresh.content_sha256 });
           return;
         }
-        if (
-          error instanceof Anthropic.APIError &&
-          error.status !== undefined &&
-          error.status < 500 &&
-          error.status !== 429 &&
-          !isNotFound(error)
-        ) {
-          report.skipped.push({
-            key,
-            reason: 'refused',
-            detail: `${error.status} ${errorType(error) ?? ''}`.trim(),
-          });
-          next[key] = baseline[key]!;
+        const refusal = refusalOf(error);
+        if (refusal) {
+          refused(key, mine.sha, refusal, false);
           return;
         }
         throw error;
@@ -428,9 +508,20 @@ async function sync(target: StoreSyncTarget): Promise<StoreSyncReport> {
   };
   await inPool(keys, UPLOAD_CONCURRENCY, handle);
   const byKey = (a: { key: string }, b: { key: string }) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
-  for (const list of [report.uploaded, report.downloaded, report.deleted, report.conflicts, report.skipped])
+  for (const list of [
+    report.uploaded,
+    report.downloaded,
+    report.deleted,
+    report.pendingDeletes,
+    report.conflicts,
+    report.skipped,
+  ])
     list.sort(byKey);
   state.baseline = next;
+  if (Object.keys(nextPending).length) state.pendingDeletes = nextPending;
+  else delete state.pendingDeletes;
+  if (Object.keys(nextRefused).length) state.refused = nextRefused;
+  else delete state.refused;
   if (target.repo) state.repo = target.repo;
   state.lastSyncAt = now().toISOString();
   await target.state.save(state);
@@ -445,18 +536,19 @@ export async function teamStoreStatus(target: StoreSyncTarget): Promise<{
   toPush: string[];
   toPull: string[];
   conflicts: string[];
+  /** Files missing here whose store delete waits for its corroboration (sent from `dueAt` on). */
+  pendingDeletes: Array<{ key: string; dueAt: string }>;
+  /** Files the store refused, not sent again until they change. */
+  refused: Array<{ key: string; detail: string }>;
   conflictCopies: string[];
-  foreignMounts: string[];
+  foreignMounts: ForeignMount[];
   skipped: SkippedFile[];
   remoteError?: string;
 }> {
   const state = await target.state.load(target.storeId);
-  const mounts = await foreignMountsOf(target.teamDir);
-  const underMount = (key: string) => mounts.some((m) => key.startsWith(`${m}/`));
   const local = await readLocalTeamFiles(target.teamDir);
-  const mine = new Map(
-    [...local.entries].filter(([k]) => !underMount(k)).map(([k, e]) => [k, bare(e.checksum)]),
-  );
+  const underMount = (key: string) => inForeignMount(key, local.foreignMounts);
+  const mine = new Map([...local.entries].map(([k, e]) => [k, bare(e.checksum)]));
   let remote = new Map<string, RemoteItem>();
   let remoteError: string | undefined;
   try {
@@ -464,15 +556,17 @@ export async function teamStoreStatus(target: StoreSyncTarget): Promise<{
   } catch (error) {
     remoteError = (error as Error).message;
   }
+  const pending = state.pendingDeletes ?? {};
   const toPush: string[] = [];
   const toPull: string[] = [];
   const conflicts: string[] = [];
   for (const key of [...new Set([...mine.keys(), ...remote.keys()])].sort()) {
-    if (underMount(key)) continue;
+    if (underMount(key) || pending[key] !== undefined) continue;
     const l = mine.get(key);
     const r = remote.get(key)?.sha;
     const b = state.baseline[key]?.sha;
     if (l === r) continue;
+    if (l !== undefined && state.refused?.[key]?.sha === l) continue;
     const localChanged = l !== b;
     const remoteChanged = r !== b;
     if (localChanged && remoteChanged && l !== undefined && r !== undefined) conflicts.push(key);
@@ -486,9 +580,18 @@ export async function teamStoreStatus(target: StoreSyncTarget): Promise<{
     toPush,
     toPull,
     conflicts,
+    pendingDeletes: Object.entries(pending)
+      .map(([key, first]) => ({
+        key,
+        dueAt: new Date(Date.parse(first) + DELETE_CORROBORATION_MS).toISOString(),
+      }))
+      .sort((a, b) => (a.key < b.key ? -1 : 1)),
+    refused: Object.entries(state.refused ?? {})
+      .filter(([key, r]) => mine.get(key) === r.sha)
+      .map(([key, r]) => ({ key, detail: r.detail })),
     conflictCopies: await listConflictCopies(target.teamDir),
-    foreignMounts: mounts,
-    skipped: local.skipped.filter((s) => !underMount(s.key)),
+    foreignMounts: local.foreignMounts,
+    skipped: local.skipped,
     ...(remoteError ? { remoteError } : {}),
   };
 }

@@ -7,6 +7,8 @@ import { hashContent, MAX_CONFLICT_RETRIES, MAX_ENTRY_BYTES, MAX_PUT_BODY_BYTES 
 import { invalidKeyReason } from '../keys.js';
 import { type TeamMemoryHttpClient, TeamSyncHttpError } from './http-client.js';
 import {
+  foreignMountsOf,
+  inForeignMount,
   keepConflictCopy,
   listConflictCopies,
   readLocalBytes,
@@ -35,7 +37,12 @@ export interface SyncTarget {
   now?: () => Date;
 }
 
-export type PullSkipReason = 'invalid-key' | 'too-large' | 'outside-team-dir' | 'unwritable';
+export type PullSkipReason =
+  | 'invalid-key'
+  | 'too-large'
+  | 'outside-team-dir'
+  | 'unwritable'
+  | 'foreign-mount';
 
 export interface PullReport {
   action: 'pull';
@@ -151,12 +158,18 @@ async function pull(target: SyncTarget, opts: { skipEtagCache?: boolean }): Prom
   const base = state.serverChecksums;
   const served = fetched.data.content.entries;
   const serverChecksums: Record<string, string> = {};
+  // Another client's store mirror (Claude Code's, the SDK's) is its client's to write: never pulled into.
+  const mounts = await foreignMountsOf(teamDir);
   for (const key of Object.keys(served).sort()) {
     const content = served[key]!;
     const serverHash = hashContent(content);
     const invalid = invalidKeyReason(key) ?? hiddenKey(key);
     if (invalid) {
       report.skipped.push({ key, reason: 'invalid-key', detail: invalid.code });
+      continue;
+    }
+    if (inForeignMount(key, mounts)) {
+      report.skipped.push({ key, reason: 'foreign-mount', detail: key.split('/')[0] });
       continue;
     }
     serverChecksums[key] = serverHash;
@@ -170,7 +183,21 @@ async function pull(target: SyncTarget, opts: { skipEtagCache?: boolean }): Prom
       report.skipped.push({ key, reason: 'outside-team-dir', detail: path.reason });
       continue;
     }
-    const localBytes = await readLocalBytes(path.path);
+    const read = await readLocalBytes(path.path);
+    // A local file over the entry cap (or unreadable) is never overwritten: reported, left as it is.
+    if (read && 'tooLarge' in read) {
+      report.skipped.push({
+        key,
+        reason: 'too-large',
+        detail: `the local file has ${read.tooLarge} bytes > ${MAX_ENTRY_BYTES}; left as it is`,
+      });
+      continue;
+    }
+    if (read && 'error' in read) {
+      report.skipped.push({ key, reason: 'unwritable', detail: `local file unreadable: ${read.error}` });
+      continue;
+    }
+    const localBytes = read?.bytes;
     const local = localBytes?.toString('utf8');
     if (localBytes?.equals(Buffer.from(content, 'utf8'))) {
       report.unchanged++;
@@ -463,7 +490,7 @@ export async function teamSyncStatus(
   const toPull = Object.keys(server)
     .sort()
     .filter((k) => {
-      if (local.skipped.some((s) => s.key === k)) return false;
+      if (local.skipped.some((s) => s.key === k) || inForeignMount(k, local.foreignMounts)) return false;
       const mine = local.entries.get(k);
       return mine === undefined || (mine.checksum !== server[k] && server[k] !== state.serverChecksums[k]);
     });

@@ -1,23 +1,36 @@
 import { invalid, MemoryStoreApiError, notFound } from './errors.js';
 import { LIMITS } from './limits.js';
-import { validateMemoryPath, validatePathPrefix } from './paths.js';
+import type { ListItem, MemoryRow, MemoryStoresRepo, StoreRow, VersionRow, View } from './repo.js';
 import {
   type Actor,
-  type ListItem,
-  type MemoryRow,
-  type MemoryStoresRepo,
-  type Precondition,
-  type StoreRow,
-  type VersionRow,
-  type View,
-  validateContent,
-  validateSha,
-} from './repo.js';
+  deleteMemoryQuery,
+  listMemoriesQuery,
+  listStoresQuery,
+  listVersionsQuery,
+  MEMORY_ID_PATTERN,
+  type MemoryPrefixWire,
+  type MemoryStoreWire,
+  type MemoryVersionWire,
+  type MemoryWire,
+  memoryCreateBody,
+  memoryUpdateBody,
+  pageMax,
+  parseWire,
+  queryObject,
+  readQuery,
+  STORE_ID_PATTERN,
+  storeCreateBody,
+  storeUpdateBody,
+  VERSION_ID_PATTERN,
+  writeQuery,
+} from './schemas.js';
 
 // The Memory Stores API (`/v1/memory_stores…`), wire-compatible with @anthropic-ai/sdk's
 // `client.beta.memoryStores` and with what Claude Code 2.1.x sends (docs/memory-stores.md). A web-standard
-// handler: the host authenticates, then hands over the request with the tenant and the actor it names. The
-// `anthropic-beta` header is accepted and not required (Claude Code sends none).
+// handler: the host authenticates, then hands over the request with the tenant and the actor it names. Every
+// body and query is parsed with the wire schemas of schemas.ts (a refusal names the field and the rule), and
+// every answer is typed from them. The `anthropic-beta` header is accepted and not required (Claude Code sends
+// none).
 
 export interface MemoryStoresRequestContext {
   tenant: string;
@@ -26,24 +39,25 @@ export interface MemoryStoresRequestContext {
 
 const MAX_BODY_BYTES = LIMITS.contentBytes * 2 + 64 * 1024;
 
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
+const iso = (d: Date) => d.toISOString();
+const isoOrNull = (d: Date | null) => (d ? d.toISOString() : null);
 
-function storeJson(s: StoreRow) {
+function storeJson(s: StoreRow): MemoryStoreWire {
   return {
-    type: 'memory_store' as const,
+    type: 'memory_store',
     id: s.id,
     name: s.name,
     description: s.description,
     metadata: s.metadata,
-    archived_at: iso(s.archived_at),
+    archived_at: isoOrNull(s.archived_at),
     created_at: iso(s.created_at),
     updated_at: iso(s.updated_at),
   };
 }
 
-function memoryJson(m: MemoryRow, view: View) {
+function memoryJson(m: MemoryRow, view: View): MemoryWire {
   return {
-    type: 'memory' as const,
+    type: 'memory',
     id: m.id,
     memory_store_id: m.store_id,
     path: m.path,
@@ -56,9 +70,9 @@ function memoryJson(m: MemoryRow, view: View) {
   };
 }
 
-function versionJson(v: VersionRow, view: View) {
+function versionJson(v: VersionRow, view: View): MemoryVersionWire {
   return {
-    type: 'memory_version' as const,
+    type: 'memory_version',
     id: v.id,
     memory_id: v.memory_id,
     memory_store_id: v.store_id,
@@ -69,15 +83,13 @@ function versionJson(v: VersionRow, view: View) {
     content_size_bytes: v.bytes,
     created_by: v.created_by,
     created_at: iso(v.created_at),
-    redacted_at: iso(v.redacted_at),
+    redacted_at: isoOrNull(v.redacted_at),
     redacted_by: v.redacted_by,
   };
 }
 
-function itemJson(item: ListItem, view: View) {
-  return item.kind === 'prefix'
-    ? { type: 'memory_prefix' as const, path: item.path }
-    : memoryJson(item.row, view);
+function itemJson(item: ListItem, view: View): MemoryWire | MemoryPrefixWire {
+  return item.kind === 'prefix' ? { type: 'memory_prefix', path: item.path } : memoryJson(item.row, view);
 }
 
 const json = (body: unknown, status = 200) =>
@@ -89,41 +101,15 @@ export function errorResponse(error: MemoryStoreApiError): Response {
 
 // Cursors are opaque to clients: base64url of the last key of the page.
 const encodeCursor = (key: string) => Buffer.from(key, 'utf8').toString('base64url');
-function decodeCursor(page: string | null): string | undefined {
-  if (page === null || page === '') return undefined;
-  if (!/^[A-Za-z0-9_-]+$/.test(page)) throw invalid('page: not a cursor this API returned.');
+function decodeCursor(page: string | undefined): string | undefined {
+  if (page === undefined || page === '') return undefined;
   return Buffer.from(page, 'base64url').toString('utf8');
 }
-
-function viewOf(q: URLSearchParams, fallback: View): View {
-  const v = q.get('view');
-  if (v === null) return fallback;
-  if (v !== 'basic' && v !== 'full') throw invalid('view: must be "basic" or "full".');
-  return v;
-}
-
-function limitOf(q: URLSearchParams, max: number): number {
-  const raw = q.get('limit');
-  if (raw === null) return Math.min(LIMITS.defaultPage, max);
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw invalid('limit: must be a positive integer.');
-  if (n > max) throw invalid(`limit: ${n} exceeds the page-size limit of ${max} items for this view.`);
-  return n;
-}
-
-function dateOf(q: URLSearchParams, key: string): Date | undefined {
-  const raw = q.get(key);
-  if (raw === null) return undefined;
-  const d = new Date(raw);
-  if (Number.isNaN(d.getTime())) throw invalid(`${key}: not an RFC 3339 time.`);
-  return d;
-}
-
-function boolOf(q: URLSearchParams, key: string): boolean {
-  const raw = q.get(key);
-  if (raw === null) return false;
-  if (raw !== 'true' && raw !== 'false') throw invalid(`${key}: must be true or false.`);
-  return raw === 'true';
+/** A cursor of a list ordered by sequence number (stores, versions). */
+function decodeSeqCursor(page: string | undefined): string | undefined {
+  const after = decodeCursor(page);
+  if (after !== undefined && !/^\d+$/.test(after)) throw invalid('page: not a cursor this API returned.');
+  return after;
 }
 
 async function bodyOf(req: Request): Promise<Record<string, unknown>> {
@@ -153,59 +139,6 @@ async function bodyOf(req: Request): Promise<Record<string, unknown>> {
   return value as Record<string, unknown>;
 }
 
-function only(body: Record<string, unknown>, allowed: readonly string[]) {
-  for (const k of Object.keys(body))
-    if (!allowed.includes(k)) throw invalid(`${k}: unknown field; allowed: ${allowed.join(', ')}.`);
-}
-
-function nameOf(v: unknown, field = 'name'): string {
-  if (typeof v !== 'string' || v.length < 1 || v.length > LIMITS.nameChars)
-    throw invalid(`${field}: must be 1 to ${LIMITS.nameChars} characters.`);
-  if (/\p{Cc}/u.test(v)) throw invalid(`${field}: cannot contain control characters.`);
-  return v;
-}
-
-function descriptionOf(v: unknown): string {
-  if (typeof v !== 'string') throw invalid('description: must be a string.');
-  if (v.length > LIMITS.descriptionChars)
-    throw invalid(`description: exceeds the limit of ${LIMITS.descriptionChars} characters.`);
-  return v;
-}
-
-function metadataOf(v: unknown, allowNull: boolean): Record<string, string | null> {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw invalid('metadata: must be an object.');
-  const out: Record<string, string | null> = {};
-  const entries = Object.entries(v as Record<string, unknown>);
-  if (entries.length > LIMITS.metadataPairs)
-    throw invalid(`metadata: more than the limit of ${LIMITS.metadataPairs} key-value pairs.`);
-  for (const [k, val] of entries) {
-    if (k.length < 1 || k.length > LIMITS.metadataKeyChars)
-      throw invalid(`metadata: key ${JSON.stringify(k)} must be 1 to ${LIMITS.metadataKeyChars} characters.`);
-    if (val === null && allowNull) out[k] = null;
-    else if (typeof val !== 'string' || val.length > LIMITS.metadataValueChars)
-      throw invalid(`metadata.${k}: must be a string of at most ${LIMITS.metadataValueChars} characters.`);
-    else out[k] = val;
-  }
-  return out;
-}
-
-function preconditionOf(v: unknown, allowNotExists: boolean): Precondition | undefined {
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'object' || Array.isArray(v)) throw invalid('precondition: must be an object.');
-  const p = v as Record<string, unknown>;
-  if (p.type === 'content_sha256')
-    return {
-      type: 'content_sha256',
-      content_sha256: validateSha(p.content_sha256, 'precondition.content_sha256'),
-    };
-  // Claude Code creates with `not_exists`: an existing path answers 409 with the conflict fields.
-  if (p.type === 'not_exists' && allowNotExists) return { type: 'not_exists' };
-  throw invalid(`precondition.type: ${JSON.stringify(p.type)} is not supported.`);
-}
-
-const STORE_ID = /^memstore_[A-Za-z0-9]{1,64}$/;
-const MEMORY_ID = /^mem_[A-Za-z0-9]{1,64}$/;
-const VERSION_ID = /^memver_[A-Za-z0-9]{1,64}$/;
 function idOf(raw: string, pattern: RegExp, what: string): string {
   let id: string;
   try {
@@ -221,7 +154,7 @@ function idOf(raw: string, pattern: RegExp, what: string): string {
 export function createMemoryStoresHandler(repo: MemoryStoresRepo) {
   async function route(req: Request, ctx: MemoryStoresRequestContext): Promise<Response> {
     const url = new URL(req.url);
-    const q = url.searchParams;
+    const query = queryObject(url.searchParams);
     const parts = url.pathname.replace(/\/+$/, '').split('/').slice(1); // v1, memory_stores, …
     if (parts[0] !== 'v1' || parts[1] !== 'memory_stores') throw notFound(`No route ${url.pathname}.`);
     const rest = parts.slice(2);
@@ -230,29 +163,23 @@ export function createMemoryStoresHandler(repo: MemoryStoresRepo) {
 
     if (rest.length === 0) {
       if (m === 'POST') {
-        const body = await bodyOf(req);
-        only(body, ['name', 'description', 'metadata']);
+        const body = parseWire(storeCreateBody, await bodyOf(req));
         const store = await repo.createStore(tenant, {
-          name: nameOf(body.name),
-          description: body.description === undefined ? '' : descriptionOf(body.description),
-          metadata: (body.metadata === undefined ? {} : metadataOf(body.metadata, false)) as Record<
-            string,
-            string
-          >,
+          name: body.name,
+          description: body.description ?? '',
+          metadata: body.metadata ?? {},
         });
         return json(storeJson(store));
       }
       if (m === 'GET') {
-        const limit = limitOf(q, LIMITS.basicPageMax);
-        const after = decodeCursor(q.get('page'));
-        if (after !== undefined && !/^\d+$/.test(after))
-          throw invalid('page: not a cursor this API returned.');
+        const q = parseWire(listStoresQuery, query);
+        const limit = q.limit ?? LIMITS.defaultPage;
         const rows = await repo.listStores(tenant, {
           limit,
-          afterSeq: after,
-          includeArchived: boolOf(q, 'include_archived'),
-          ...withDefined('gte', dateOf(q, 'created_at[gte]')),
-          ...withDefined('lte', dateOf(q, 'created_at[lte]')),
+          afterSeq: decodeSeqCursor(q.page),
+          includeArchived: q.include_archived,
+          ...withDefined('gte', q['created_at[gte]']),
+          ...withDefined('lte', q['created_at[lte]']),
         });
         const page = rows.slice(0, limit);
         const last = page.at(-1) as (StoreRow & { seq: string }) | undefined;
@@ -264,19 +191,15 @@ export function createMemoryStoresHandler(repo: MemoryStoresRepo) {
       throw methodNotAllowed(m);
     }
 
-    const storeId = idOf(rest[0]!, STORE_ID, 'memory store');
+    const storeId = idOf(rest[0]!, STORE_ID_PATTERN, 'memory store');
     if (rest.length === 1) {
       if (m === 'GET') return json(storeJson(await repo.getStore(tenant, storeId)));
       if (m === 'POST') {
-        const body = await bodyOf(req);
-        only(body, ['name', 'description', 'metadata']);
+        const body = parseWire(storeUpdateBody, await bodyOf(req));
         const store = await repo.updateStore(tenant, storeId, {
-          ...withDefined('name', body.name == null ? undefined : nameOf(body.name)),
-          ...withDefined(
-            'description',
-            body.description == null ? undefined : descriptionOf(body.description),
-          ),
-          ...withDefined('metadata', body.metadata == null ? undefined : metadataOf(body.metadata, true)),
+          ...withDefined('name', body.name ?? undefined),
+          ...withDefined('description', body.description ?? undefined),
+          ...withDefined('metadata', body.metadata ?? undefined),
         });
         return json(storeJson(store));
       }
@@ -295,41 +218,29 @@ export function createMemoryStoresHandler(repo: MemoryStoresRepo) {
     if (rest[1] === 'memories') {
       if (rest.length === 2) {
         if (m === 'POST') {
-          const view = viewOf(q, 'basic');
-          const body = await bodyOf(req);
-          only(body, ['path', 'content', 'precondition']);
-          const path = validateMemoryPath(body.path);
-          const content = validateContent(body.content === null ? '' : body.content);
-          const precondition = preconditionOf(body.precondition, true);
+          const { view } = parseWire(writeQuery, query);
+          const body = parseWire(memoryCreateBody, await bodyOf(req));
           const row = await repo.createMemory(tenant, storeId, {
-            path,
-            content,
+            path: body.path,
+            content: body.content ?? '',
             actor,
-            ...withDefined('precondition', precondition),
+            ...withDefined('precondition', body.precondition ?? undefined),
           });
           return json(memoryJson(row, view));
         }
         if (m === 'GET') {
-          const view = viewOf(q, 'basic');
-          const limit = limitOf(q, view === 'full' ? LIMITS.fullPageMax : LIMITS.basicPageMax);
-          const depthRaw = q.get('depth') ?? '0';
-          const depth = Number(depthRaw);
-          if (!Number.isInteger(depth) || depth < 0 || depth > LIMITS.pathSegments)
-            throw invalid(`depth: must be an integer from 0 to ${LIMITS.pathSegments}.`);
-          // Claude Code adds order_by=path&order=asc: path order is the only order served.
-          if ((q.get('order_by') ?? 'path') !== 'path') throw invalid('order_by: only "path" is supported.');
-          if ((q.get('order') ?? 'asc') !== 'asc') throw invalid('order: only "asc" is supported.');
-          const prefix = validatePathPrefix(q.get('path_prefix') ?? '/');
+          const q = parseWire(listMemoriesQuery, query);
+          const limit = q.limit ?? Math.min(LIMITS.defaultPage, pageMax(q.view));
           const { items, more } = await repo.listMemories(tenant, storeId, {
-            pathPrefix: prefix,
-            depth,
+            pathPrefix: q.path_prefix,
+            depth: q.depth,
             limit,
-            after: decodeCursor(q.get('page')),
-            view,
+            after: decodeCursor(q.page),
+            view: q.view,
           });
           const last = items.at(-1);
           return json({
-            data: items.map((i) => itemJson(i, view)),
+            data: items.map((i) => itemJson(i, q.view)),
             next_page: more && last ? encodeCursor(last.kind === 'prefix' ? last.path : last.row.path) : null,
           });
         }
@@ -337,32 +248,30 @@ export function createMemoryStoresHandler(repo: MemoryStoresRepo) {
       }
       if (rest[2] === 'export' && rest.length === 3) {
         if (m !== 'GET') throw methodNotAllowed(m);
-        return exportStream(tenant, storeId, viewOf(q, 'full'));
+        return exportStream(tenant, storeId, parseWire(readQuery, query).view);
       }
-      const memoryId = idOf(rest[2]!, MEMORY_ID, 'memory');
+      const memoryId = idOf(rest[2]!, MEMORY_ID_PATTERN, 'memory');
       if (rest.length !== 3) throw notFound(`No route ${url.pathname}.`);
       if (m === 'GET')
-        return json(memoryJson(await repo.getMemory(tenant, storeId, memoryId), viewOf(q, 'full')));
+        return json(
+          memoryJson(await repo.getMemory(tenant, storeId, memoryId), parseWire(readQuery, query).view),
+        );
       if (m === 'POST') {
-        const view = viewOf(q, 'basic');
-        const body = await bodyOf(req);
-        only(body, ['path', 'content', 'precondition']);
+        const { view } = parseWire(writeQuery, query);
+        const body = parseWire(memoryUpdateBody, await bodyOf(req));
         const row = await repo.updateMemory(tenant, storeId, memoryId, {
           actor,
-          ...withDefined('path', body.path == null ? undefined : validateMemoryPath(body.path)),
-          ...withDefined('content', body.content == null ? undefined : validateContent(body.content)),
-          ...withDefined('precondition', preconditionOf(body.precondition, false)),
+          ...withDefined('path', body.path ?? undefined),
+          ...withDefined('content', body.content ?? undefined),
+          ...withDefined('precondition', body.precondition ?? undefined),
         });
         return json(memoryJson(row, view));
       }
       if (m === 'DELETE') {
-        const expected = q.get('expected_content_sha256');
+        const q = parseWire(deleteMemoryQuery, query);
         await repo.deleteMemory(tenant, storeId, memoryId, {
           actor,
-          ...withDefined(
-            'expectedSha',
-            expected === null ? undefined : validateSha(expected, 'expected_content_sha256'),
-          ),
+          ...withDefined('expectedSha', q.expected_content_sha256),
         });
         return json({ type: 'memory_deleted', id: memoryId });
       }
@@ -372,36 +281,31 @@ export function createMemoryStoresHandler(repo: MemoryStoresRepo) {
     if (rest[1] === 'memory_versions') {
       if (rest.length === 2) {
         if (m !== 'GET') throw methodNotAllowed(m);
-        const view = viewOf(q, 'basic');
-        const limit = limitOf(q, view === 'full' ? LIMITS.fullPageMax : LIMITS.basicPageMax);
-        const before = decodeCursor(q.get('page'));
-        if (before !== undefined && !/^\d+$/.test(before))
-          throw invalid('page: not a cursor this API returned.');
-        const operation = q.get('operation');
-        if (operation !== null && !['created', 'modified', 'deleted'].includes(operation))
-          throw invalid('operation: must be created, modified or deleted.');
-        const memoryId = q.get('memory_id');
+        const q = parseWire(listVersionsQuery, query);
+        const limit = q.limit ?? Math.min(LIMITS.defaultPage, pageMax(q.view));
         const rows = await repo.listVersions(tenant, storeId, {
           limit,
-          beforeSeq: before,
-          ...withDefined('memoryId', memoryId ?? undefined),
-          ...withDefined('operation', operation ?? undefined),
-          ...withDefined('sessionId', q.get('session_id') ?? undefined),
-          ...withDefined('apiKeyId', q.get('api_key_id') ?? undefined),
-          ...withDefined('serviceAccountId', q.get('service_account_id') ?? undefined),
-          ...withDefined('gte', dateOf(q, 'created_at[gte]')),
-          ...withDefined('lte', dateOf(q, 'created_at[lte]')),
+          beforeSeq: decodeSeqCursor(q.page),
+          ...withDefined('memoryId', q.memory_id),
+          ...withDefined('operation', q.operation),
+          ...withDefined('sessionId', q.session_id),
+          ...withDefined('apiKeyId', q.api_key_id),
+          ...withDefined('serviceAccountId', q.service_account_id),
+          ...withDefined('gte', q['created_at[gte]']),
+          ...withDefined('lte', q['created_at[lte]']),
         });
         const page = rows.slice(0, limit);
         return json({
-          data: page.map((v) => versionJson(v, view)),
+          data: page.map((v) => versionJson(v, q.view)),
           next_page: rows.length > limit ? encodeCursor(page.at(-1)!.seq) : null,
         });
       }
-      const versionId = idOf(rest[2]!, VERSION_ID, 'memory version');
+      const versionId = idOf(rest[2]!, VERSION_ID_PATTERN, 'memory version');
       if (rest.length === 3) {
         if (m !== 'GET') throw methodNotAllowed(m);
-        return json(versionJson(await repo.getVersion(tenant, storeId, versionId), viewOf(q, 'full')));
+        return json(
+          versionJson(await repo.getVersion(tenant, storeId, versionId), parseWire(readQuery, query).view),
+        );
       }
       if (rest.length === 4 && rest[3] === 'redact') {
         if (m !== 'POST') throw methodNotAllowed(m);

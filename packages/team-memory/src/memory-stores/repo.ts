@@ -4,17 +4,11 @@ import { quoteIdent } from '../server/migrations.js';
 import { invalid, MemoryStoreApiError, notFound } from './errors.js';
 import { LIMITS } from './limits.js';
 import { ancestorsOf } from './paths.js';
+import type { Actor, Precondition } from './schemas.js';
 
 // The Memory Stores data in PostgreSQL (the team-memory database, its own tables). Every query names the
 // tenant: a store id of another tenant is simply not found. Writes to one store serialise on the store's row
 // (SELECT … FOR UPDATE), so path-conflict checks, the per-store memory cap and preconditions see a stable store.
-
-export type Actor =
-  // `job`: Engram's addition (the worker job a write was made for, e.g. `extract:42`); clients ignore it.
-  | { type: 'api_actor'; api_key_id: string; job?: string }
-  | { type: 'session_actor'; session_id: string }
-  | { type: 'service_account_actor'; service_account_id: string }
-  | { type: 'user_actor'; user_id: string };
 
 export type View = 'basic' | 'full';
 
@@ -50,7 +44,7 @@ export interface VersionRow {
   content: string | null;
   sha: string | null;
   bytes: number | null;
-  created_by: Actor | null;
+  created_by: Actor;
   created_at: Date;
   redacted_at: Date | null;
   redacted_by: Actor | null;
@@ -109,27 +103,6 @@ export function newId(prefix: 'memstore' | 'mem' | 'memver'): string {
 }
 
 export const sha256 = (content: string) => createHash('sha256').update(content, 'utf8').digest('hex');
-
-const SHA_PATTERN = /^[0-9a-f]{64}$/;
-export function validateSha(value: unknown, field: string): string {
-  if (typeof value !== 'string' || !SHA_PATTERN.test(value))
-    throw invalid(`${field}: must be 64 lowercase hexadecimal characters.`);
-  return value;
-}
-
-export function validateContent(content: unknown, field = 'content'): string {
-  if (typeof content !== 'string') throw invalid(`${field}: must be a string.`);
-  const bytes = Buffer.byteLength(content, 'utf8');
-  if (bytes > LIMITS.contentBytes)
-    throw new MemoryStoreApiError(
-      413,
-      'request_too_large',
-      `${field}: ${bytes} bytes exceeds the limit of ${LIMITS.contentBytes} bytes per memory.`,
-    );
-  return content;
-}
-
-export type Precondition = { type: 'content_sha256'; content_sha256: string } | { type: 'not_exists' };
 
 export interface ListMemoriesQuery {
   pathPrefix: string;

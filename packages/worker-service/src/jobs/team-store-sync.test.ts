@@ -1,9 +1,10 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import type { ExtractResult } from '@engram/queue/jobs/extract';
 import type { TeamSyncResult } from '@engram/queue/jobs/team-sync';
 import { JobProducer } from '@engram/queue/producer';
+import { DELETE_CORROBORATION_MS, STORE_SYNC_STATE_FILENAME } from '@engram/team-memory/client/store-sync';
 import {
   type MemoryStoresTestServer,
   startMemoryStoresTestServer,
@@ -100,5 +101,32 @@ describe('team-sync through a memory store', () => {
     expect(versions.map((v) => [v.operation, v.created_by])).toEqual([
       ['created', { type: 'api_actor', api_key_id: 'apikey_acme', job: `extract:${extract.jobId}` }],
     ]);
+    // The push named the job's own files, from its receipt (the note and the index pointer it added): only they
+    // carry its name.
+    const pushes = await producer.queue('team-sync').getJobs(['completed']);
+    const authored = pushes.find((j) => j.data.author === `extract:${extract.jobId}`);
+    expect(authored?.data.authoredKeys).toEqual(['MEMORY.md', 'release-train.md']);
+
+    // Deleted here: the next pass does not delete it in the store yet; it asks for a push that looks again once
+    // the delete is corroborated (30 s on).
+    rmSync(join(fg.paths.teamDir, 'release-train.md'));
+    const again = await producer.enqueue('team-sync', {
+      projectDir: payload.projectDir,
+      transcriptDir: payload.transcriptDir,
+      repo: 'acme/widgets',
+      action: 'pull',
+      reason: 'session-start',
+      debounceMs: 0,
+      requestedAt: new Date().toISOString(),
+    });
+    expect((await waitForFinishedJob(producer.queue('team-sync'), again.jobId)).failedReason).toBeUndefined();
+    const memories = [];
+    for await (const m of client.beta.memoryStores.memories.list(storeId)) memories.push(m.path);
+    expect(memories).toContain('/release-train.md');
+    const state = JSON.parse(readFileSync(join(fg.paths.projectDir, STORE_SYNC_STATE_FILENAME), 'utf8'));
+    const dueAt = Date.parse(state.pendingDeletes['release-train.md']) + DELETE_CORROBORATION_MS;
+    const waiting = await producer.queue('team-sync').getJobs(['delayed', 'waiting', 'active']);
+    const followUp = waiting.find((j) => j.data.action === 'push' && j.data.reason === 'write');
+    expect(Date.parse(followUp?.data.requestedAt) + followUp?.data.debounceMs).toBeGreaterThanOrEqual(dueAt);
   });
 });

@@ -5,7 +5,6 @@ import { teamSyncQueueConfig } from '@engram/queue/queues/team-sync.config';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { type JobHandler, PermanentJobError } from '@engram/queue/worker';
 import { TeamMemoryHttpClient } from '@engram/team-memory/client/http-client';
-import { teamProtocolFor } from '@engram/team-memory/client/protocol';
 import {
   memoryStoreClient,
   STORE_SYNC_STATE_FILENAME,
@@ -25,6 +24,7 @@ import { Counter, type Registry } from 'prom-client';
 import type { HandlerDeps } from '../service.js';
 import { projectWriterLeaseKey } from './extract.js';
 import { pathsForJob } from './job-paths.js';
+import { teamProtocolForJob } from './team-protocol.js';
 
 // team-sync: one pull or push of a project's team/ directory against the team memory service. The rules live
 // in packages/team-memory; this is the wiring: paths from the payload, the service and key from the worker's
@@ -113,7 +113,7 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
       if (wait > 0) throw await ctx.defer(wait);
     }
     const paths = pathsForJob(deps.config, payload);
-    const protocol = teamProtocolFor(sync.stores, payload.repo);
+    const { protocol, source, binding } = await teamProtocolForJob(deps.config, payload);
     if (protocol.kind === 'memory-store') {
       // Through a memory store, one pass moves both ways and may write into team/ (a download, a conflict copy):
       // pull or push, it is one of the project's memory writers and takes the writer lease.
@@ -122,6 +122,7 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
         jobId: ctx.job.id,
         project: payload.projectDir,
         storeId: protocol.storeId,
+        binding: `${source}:${binding}`,
       };
       const writer = await takeWriterTurn(deps.engine.state, ctx, deps.waker, {
         key: projectWriterLeaseKey(payload),
@@ -137,11 +138,13 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
           client: memoryStoreClient({
             baseUrl: sync.url,
             apiKey,
-            ...(payload.author ? { author: payload.author } : {}),
             ...(deps.http?.maxRetries !== undefined ? { maxRetries: deps.http.maxRetries } : {}),
             ...(deps.http?.timeoutMs !== undefined ? { timeoutMs: deps.http.timeoutMs } : {}),
           }),
           state: new StoreSyncStateFile(join(paths.projectDir, STORE_SYNC_STATE_FILENAME)),
+          ...(payload.author
+            ? { authored: { author: payload.author, keys: payload.authoredKeys ?? [] } }
+            : {}),
         });
       } catch (error) {
         const status = (error as { status?: number }).status;
@@ -176,6 +179,29 @@ export function createTeamSyncHandler(deps: TeamSyncDeps): JobHandler<'team-sync
           action: w.change === 'updated' ? ('updated' as const) : ('created' as const),
         })),
       );
+      // A local delete waits for its corroboration (a second pass, 30 s on): this pass looks again when the first
+      // is due — a push by moving itself back in line, a pull (a session may be waiting for it) by asking for a
+      // debounced push.
+      const due = report.pendingDeletes.reduce((t, p) => Math.min(t, Date.parse(p.dueAt)), Infinity);
+      if (due !== Infinity) {
+        const wait = Math.max(1_000, due - Date.now() + 500);
+        logger.info(
+          { ...log, pendingDeletes: report.pendingDeletes.length, waitMs: wait },
+          'local deletes wait for a second pass',
+        );
+        if (payload.action === 'push') throw await ctx.defer(wait);
+        await deps.producer?.enqueue('team-sync', {
+          ...(payload.tenant ? { tenant: payload.tenant } : {}),
+          projectDir: payload.projectDir,
+          transcriptDir: payload.transcriptDir,
+          repo: payload.repo,
+          action: 'push',
+          reason: 'write',
+          debounceMs: Math.min(wait, 60_000),
+          ...(payload.sessionId ? { sessionId: payload.sessionId } : {}),
+          requestedAt: new Date().toISOString(),
+        });
+      }
       return storeResult(payload.action, payload.repo, report);
     }
     const target = {
