@@ -16,7 +16,7 @@ import {
   stageMemoryDir,
   stagingDirFor,
 } from './staged.js';
-import { hashTree, type TreeState } from './tree-hash.js';
+import { hashTree, MEMORY_FILE_HASH_MAX_BYTES, type TreeState } from './tree-hash.js';
 import { waitWriterTurn } from './writer-turn.js';
 
 // The staged commit (staged.ts) under every interleaving: K jobs of one project each stage a copy, "fork" on
@@ -230,6 +230,30 @@ describe.each(TEST_BACKENDS.filter(([kind]) => kind === 'redis'))('staged commit
     // Both stage before either commits: the shared file conflicts once.
     const out = await runScenario(worker.state, [0, 1, 0, 1, 0, 1, 0, 0, 0, 0], undefined, 2);
     expect(out.conflicts).toBe(1);
+  });
+
+  it('a live file over the read cap is neither staged nor overwritten: a fork creating that name conflicts', async () => {
+    const { worker } = await testEngines(backend, closer, uniquePrefix('staged-oversize'));
+    const memoryDir = mkdtempSync(join(tmpdir(), 'engram-staged-big-'));
+    const big = Buffer.alloc(MEMORY_FILE_HASH_MAX_BYTES + 1, 'x');
+    writeFileSync(join(memoryDir, 'big.md'), big);
+    const stagingDir = stagingDirFor(memoryDir, 'big');
+    const before = await stageMemoryDir(memoryDir, stagingDir);
+    expect(before.has('big.md')).toBe(false);
+    writeFileSync(join(stagingDir, 'big.md'), `${FRONT('big')}small\n`);
+    const out = await commitStaged({
+      state: worker.state,
+      journalKey: `extract-commit:${uniquePrefix('big')}`,
+      memoryDir,
+      stagingDir,
+      before,
+      after: await hashTree(stagingDir),
+      carried: {},
+      owner: () => true,
+      log,
+    });
+    expect(out).toEqual({ ok: false, conflicts: ['big.md'] });
+    expect(readFileSync(join(memoryDir, 'big.md')).equals(big)).toBe(true);
   });
 
   it('any interleaving of stage/fork/commit steps, with a kill at any commit step, leaves every fact once', async () => {

@@ -30,6 +30,7 @@ import {
   hashFile,
   hashTree,
   isVisibleMarkdown,
+  MEMORY_FILE_HASH_MAX_BYTES,
   type TreeChange,
   type TreeState,
 } from './tree-hash.js';
@@ -90,18 +91,15 @@ export function stagingRoot(memoryDir: string): string {
   return join(memoryDir, STAGING_DIRNAME);
 }
 
-/** Largest memory file staged or committed (a memory file is a note; the write policy caps writes at 256 KiB). */
-const STAGED_FILE_MAX_BYTES = 4 * 1024 * 1024;
-
 /**
  * One bounded read of a memory or staged file: opened non-blocking without following a final symlink, judged
  * on the opened descriptor (a regular file only), at most the cap read. Anything else — gone, a link, a FIFO,
  * over the cap — is undefined: not staged, not committed.
  */
 async function readStagedFile(path: string): Promise<BoundedRead | undefined> {
-  const read = await readRegularFileBounded(path, STAGED_FILE_MAX_BYTES, { followSymlinks: false }).catch(
-    () => undefined,
-  );
+  const read = await readRegularFileBounded(path, MEMORY_FILE_HASH_MAX_BYTES, {
+    followSymlinks: false,
+  }).catch(() => undefined);
   return read && !read.truncated ? read : undefined;
 }
 
