@@ -174,12 +174,9 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       delete expected.project_shared;
       expect(serial.files).toEqual(expected);
       expect(staged.files).toEqual(serial.files);
-      // (Whether auto overlaps jobs that all start in the same millisecond is a race of its in-flight record;
-      // its result is the serial run's either way.)
-      expect(auto.files).toEqual(serial.files);
-      expect([...auto.pointers].sort()).toEqual([...serial.pointers].sort());
-      // (Whether auto overlaps jobs that all start in the same millisecond is a race of its in-flight record;
-      // its result is the serial run's either way.)
+      // Auto: the jobs mark themselves in flight in one atomic step, so of the jobs starting together every one
+      // but the first sees another and forks staged beside it; the result is the serial run's.
+      expect(auto.maxRunning).toBeGreaterThanOrEqual(2);
       expect(auto.files).toEqual(serial.files);
       expect([...auto.pointers].sort()).toEqual([...serial.pointers].sort());
       // One pointer per file, in both runs.

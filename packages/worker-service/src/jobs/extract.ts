@@ -28,7 +28,7 @@ import { writerHolder } from '@engram/memory-work/writer-turn';
 import type { ExtractPayload, ExtractResult } from '@engram/queue/jobs/extract';
 import { extractQueueConfig } from '@engram/queue/queues/extract.config';
 import { SessionState, type TranscriptCursor } from '@engram/queue/state/session-state';
-import { RESERVED_HOLDER_PREFIX, type StateStore } from '@engram/queue/state/state-store';
+import { RESERVED_HOLDER_PREFIX } from '@engram/queue/state/state-store';
 import { type ProjectScope, projectKey } from '@engram/queue/state/tenant-scope';
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
@@ -285,7 +285,8 @@ export function createExtractHandler(deps: ExtractDeps) {
       // The lease handed to this job, or still held by an earlier attempt of it (killed): the serial line.
       const mine = writerHolder('extract', ctx.job.id);
       if (lease?.holder === mine || lease?.holder === `${RESERVED_HOLDER_PREFIX}${mine}`) return false;
-      const others = await markActive(engine.state, activeKey, myId);
+      // One atomic step: of jobs starting at the same instant, every one but the first sees another.
+      const others = (await engine.state.joinPresence(activeKey, myId, ACTIVE_TTL_MS)).length > 0;
       return others || (lease !== undefined && lease.expiresAtMs > Date.now());
     };
 
@@ -393,7 +394,7 @@ export function createExtractHandler(deps: ExtractDeps) {
       return await extractOn(staged);
     } finally {
       if (config.extractStaged === 'auto')
-        await unmarkActive(engine.state, activeKey, myId).catch(() => undefined);
+        await engine.state.leavePresence(activeKey, myId).catch(() => undefined);
     }
   };
 }
@@ -425,37 +426,8 @@ function stagedAware(policy: JailedPolicy, memoryDir: string, root: string): Jai
   return withWriteJail(guided, policy.writeJail);
 }
 
-/** Extractions of one project in flight (auto mode's signal), job id → until when it counts. */
-interface ActiveExtractions {
-  jobs: Record<string, number>;
-}
+/** How long an extraction counts as in flight for auto mode's signal (a job that died stops counting then). */
 const ACTIVE_TTL_MS = 120_000;
-
-/**
- * Records this job as in flight and says whether another one is. A read-modify-write, so racing jobs may miss
- * each other: it only chooses between two correct paths (a miss runs serial, or parks in the writer line).
- */
-async function markActive(store: StateStore, key: string, id: string): Promise<boolean> {
-  const now = Date.now();
-  const stored = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
-  const jobs = Object.fromEntries(Object.entries(stored).filter(([job, until]) => job !== id && until > now));
-  const others = Object.keys(jobs).length > 0;
-  jobs[id] = now + ACTIVE_TTL_MS;
-  await store.setJson(key, { jobs }, ACTIVE_TTL_MS);
-  if (others) return true;
-  // Read again: a job that marked itself between our read and our write replaced the record — it is there now.
-  const again = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
-  return Object.entries(again).some(([job, until]) => job !== id && until > now);
-}
-
-async function unmarkActive(store: StateStore, key: string, id: string): Promise<void> {
-  const stored = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
-  if (!(id in stored)) return;
-  const now = Date.now();
-  const jobs = Object.fromEntries(Object.entries(stored).filter(([job, until]) => job !== id && until > now));
-  if (Object.keys(jobs).length === 0) await store.delete(key);
-  else await store.setJson(key, { jobs }, ACTIVE_TTL_MS);
-}
 
 async function journalFileExists(memoryDir: string, rel: string): Promise<boolean> {
   return fs.stat(join(memoryDir, rel)).then(
