@@ -373,17 +373,23 @@ export function createExtractHandler(deps: ExtractDeps) {
         plan: ({ recovered }) => planFor(paths.memoryDir, recovered),
         commit: async ({ change }) => {
           // Pointer maintenance is mechanical: guarantee it rather than trust the model did step two — for
-          // every memory file this job changed, including what an earlier attempt wrote before being killed.
+          // every memory file this job wrote (its Write/Edit targets), including what an earlier attempt wrote
+          // before being killed. A file another writer changed meanwhile is not this job's to stamp or credit.
           const changed = new Set([...change.created, ...change.updated]);
-          const touched = new Set([...changed, ...journal.intended]);
+          const touched = journal.intended;
           // A file only intended (a refused write, an earlier attempt's) keeps its bytes, so the receipt stays true.
           const now = stamp();
           // Nothing written or meant to be (the usual "nothing to save"): nothing to maintain either.
-          if (touched.size === 0) return false;
+          if (touched.length === 0) return false;
           for (const rel of touched) {
             if (isIndexFile(rel)) continue;
             if (!(await journalFileExists(paths.memoryDir, rel))) continue;
-            await ensureIndexPointer(paths.memoryDir, rel, changed.has(rel) ? { stamp: now } : {});
+            const pointer = await ensureIndexPointer(
+              paths.memoryDir,
+              rel,
+              changed.has(rel) ? { stamp: now } : {},
+            );
+            if (pointer.added || pointer.titleUpdated) journal.credit(indexOf(rel));
           }
         },
         finish: ({ receipt, fork }) => finish(receipt, fork),
@@ -428,6 +434,10 @@ function stagedAware(policy: JailedPolicy, memoryDir: string, root: string): Jai
 
 /** How long an extraction counts as in flight for auto mode's signal (a job that died stops counting then). */
 const ACTIVE_TTL_MS = 120_000;
+
+/** The index a memory file's pointer lives in. */
+const indexOf = (rel: string) =>
+  rel.startsWith(`${TEAM_DIRNAME}/`) ? `${TEAM_DIRNAME}/${ENTRYPOINT_NAME}` : ENTRYPOINT_NAME;
 
 async function journalFileExists(memoryDir: string, rel: string): Promise<boolean> {
   return fs.stat(join(memoryDir, rel)).then(
