@@ -83,16 +83,17 @@ async function runScenario(
   const carried = new Map<number, Record<string, string | null>>();
   let kills = 0;
 
-  const hooksFor = (job: Job) => ({
-    step(_step: CommitStep) {
+  // Called as each commit step completes: a throw stands for a kill right after that step.
+  const stepsOf =
+    (job: Job) =>
+    (_step: CommitStep): void => {
       const n = job.stepsSeen++;
       if (job.killAt !== undefined && n === job.killAt) {
         job.killAt = undefined;
         kills++;
-        throw new Kill(`killed at commit step ${n}`);
+        throw new Kill(`killed after commit step ${n}`);
       }
-    },
-  });
+    };
 
   const finish = async (job: Job, journal: StagedJournal) => {
     const receipt = await stagedReceipt(memoryDir, journal);
@@ -100,7 +101,7 @@ async function runScenario(
     expect(
       receipt.created.includes(`fact_${job.id}.md`) || receipt.updated.includes(`fact_${job.id}.md`),
     ).toBe(true);
-    hooksFor(job).step('finish');
+    stepsOf(job)('finished');
     await state.setJson(cursorKey(job.id), { done: true });
     await state.delete(journalKey(job.id));
     await fs.rm(journal.stagingDir, { recursive: true, force: true });
@@ -138,7 +139,7 @@ async function runScenario(
           job.phase = 'stage';
           return;
         }
-        const applied = await applyJournal(memoryDir, stored, { hooks: hooksFor(job), owner });
+        const applied = await applyJournal(memoryDir, stored, { onCommitStep: stepsOf(job), owner });
         const c = { ...stored.carried };
         for (const rel of applied.landed) c[rel] ??= stored.files[rel]?.from ?? null;
         carried.set(job.id, c);
@@ -160,7 +161,7 @@ async function runScenario(
         carried: carried.get(job.id) ?? {},
         owner,
         log,
-        hooks: hooksFor(job),
+        onCommitStep: stepsOf(job),
       });
       if (!out.ok) {
         job.attempts++;

@@ -34,7 +34,7 @@ import {
   type TreeChange,
   type TreeState,
 } from './tree-hash.js';
-import { waitWriterTurn } from './writer-turn.js';
+import { type WriterTurn, waitWriterTurn } from './writer-turn.js';
 
 // Staged extraction (docs/concurrency.md, "Per-project throughput"): the forks of one project run in parallel,
 // each against a private copy of the memory directory (`<memoryDir>/.staging/<job>-<nonce>`: inside the
@@ -77,12 +77,37 @@ export interface StagedJournal {
   carried: Record<string, string | null>;
 }
 
-export type CommitStep = 'journal' | 'file' | 'index' | 'pointers' | 'finish' | 'done';
+/**
+ * The commit's steps, in order (docs/concurrency.md gives the recovery rule after each): `turn` — about to wait
+ * for the writer lease; `lease` — it is held; `admitted` — the cursor re-checked; `compared` — every file's
+ * compare-and-set passed; `journaled` — the journal entry is stored; `file` / `index` — one memory file / one
+ * index written (with its path); `pointer` — one pointer ensured (with its file); `merged` — every file and
+ * pointer on disk; `receipt` — the receipt computed from the live bytes; `finished` — the job's finish ran
+ * (cursor moved, receipt recorded); `dropped` — the journal deleted; `cleaned` — the copy removed (the lease is
+ * released next).
+ */
+export const COMMIT_STEPS = [
+  'turn',
+  'lease',
+  'admitted',
+  'compared',
+  'journaled',
+  'file',
+  'index',
+  'pointer',
+  'merged',
+  'receipt',
+  'finished',
+  'dropped',
+  'cleaned',
+] as const;
+export type CommitStep = (typeof COMMIT_STEPS)[number];
 
-/** Test seam: called before each step of the commit (a throw stands for a kill at that step). */
-export interface CommitHooks {
-  step?(step: CommitStep, rel?: string): void | Promise<void>;
-}
+/**
+ * Called as each step of the commit completes (production leaves it unset): the seam through which the crash
+ * tests stop a process at every step.
+ */
+export type CommitStepHook = (step: CommitStep, rel?: string) => void | Promise<void>;
 
 export const isIndexRel = (rel: string): boolean =>
   rel === ENTRYPOINT_NAME || rel === `${TEAM_DIRNAME}/${ENTRYPOINT_NAME}`;
@@ -187,7 +212,7 @@ export interface ApplyResult {
 export async function applyJournal(
   memoryDir: string,
   journal: StagedJournal,
-  opts: { hooks?: CommitHooks; owner: () => boolean },
+  opts: { onCommitStep?: CommitStepHook; owner: () => boolean },
 ): Promise<ApplyResult> {
   const landed: string[] = [];
   const unlanded: string[] = [];
@@ -203,21 +228,20 @@ export async function applyJournal(
       unlanded.push(rel);
       continue;
     }
-    await opts.hooks?.step?.('file', rel);
     if (!opts.owner()) throw lost();
     await writeLive(memoryDir, rel, data);
     landed.push(rel);
+    await opts.onCommitStep?.('file', rel);
   }
   for (const [rel, intent] of Object.entries(journal.indexes)) {
     const live = await hashFile(join(memoryDir, rel));
     if (live === intent.to || live !== intent.from || intent.to === null) continue;
     const data = await stagedBytes(journal.stagingDir, rel, intent.to);
     if (!data) continue;
-    await opts.hooks?.step?.('index', rel);
     if (!opts.owner()) throw lost();
     await writeLive(memoryDir, rel, data);
+    await opts.onCommitStep?.('index', rel);
   }
-  await opts.hooks?.step?.('pointers');
   const pointed = new Set([
     ...landed.filter((rel) => journal.files[rel]?.to !== null),
     ...Object.keys(journal.carried),
@@ -233,7 +257,9 @@ export async function applyJournal(
       continue;
     if (!opts.owner()) throw lost();
     await ensureIndexPointer(memoryDir, rel);
+    await opts.onCommitStep?.('pointer', rel);
   }
+  await opts.onCommitStep?.('merged');
   return { landed, unlanded };
 }
 
@@ -272,7 +298,7 @@ export async function commitStaged(opts: {
   log: PipelineLogger;
   /** Called once the journal entry is stored (the copy must then outlive a kill). */
   onJournaled?: () => void;
-  hooks?: CommitHooks;
+  onCommitStep?: CommitStepHook;
 }): Promise<CommitOutcome> {
   const { memoryDir, stagingDir, before, after } = opts;
   const change = diffTrees(before, after);
@@ -305,13 +331,14 @@ export async function commitStaged(opts: {
     indexBefore[rel] = await hashFile(join(memoryDir, rel));
   }
   const journal: StagedJournal = { v: 1, stagingDir, files, indexes, indexBefore, carried: opts.carried };
-  await opts.hooks?.step?.('journal');
+  await opts.onCommitStep?.('compared');
   if (!opts.owner()) throw new ForkAbortedError('extract', 'writer lease lost before committing');
   // The journal entry goes first: a kill between the files below leaves it naming every intended hash.
   opts.onJournaled?.();
   await opts.state.setJson(opts.journalKey, journal, JOURNAL_TTL_MS);
+  await opts.onCommitStep?.('journaled');
   const apply = await applyJournal(memoryDir, journal, {
-    ...(opts.hooks ? { hooks: opts.hooks } : {}),
+    ...(opts.onCommitStep ? { onCommitStep: opts.onCommitStep } : {}),
     owner: opts.owner,
   });
   return { ok: true, journal, apply };
@@ -329,7 +356,7 @@ export interface StagedPipelineSpec<R> {
   /** Files an earlier attempt of this job wrote (e.g. on the serial path), with their hash before it. */
   carried?: Record<string, string | null>;
   maxAttempts?: number;
-  hooks?: CommitHooks;
+  onCommitStep?: CommitStepHook;
   /**
    * Runs under the lease before a commit: whether the work is still due. `skip` ends the job with that result
    * (nothing published); `rerun` parks the job so it starts over (another job of the session moved the cursor).
@@ -364,14 +391,25 @@ export function runStagedForkPipeline<R>(
 
 async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Promise<StagedResult<R>> {
   const { ctx, log, memoryDir } = spec;
-  const turnOf = () =>
-    waitWriterTurn(deps.state, 'extract', ctx.job.id, deps.waker, {
+  const step = spec.onCommitStep;
+  const turnOf = async (): Promise<WriterTurn> => {
+    await step?.('turn');
+    const turn = await waitWriterTurn(deps.state, 'extract', ctx.job.id, deps.waker, {
       key: spec.writer.key,
       ttlMs: spec.writer.ttlMs,
       signal: ctx.signal,
     });
+    try {
+      await step?.('lease');
+    } catch (error) {
+      await turn.release();
+      throw error;
+    }
+    return turn;
+  };
   const finishUnderLease = async (journal: StagedJournal, fork: ForkOutcome | undefined): Promise<R> => {
     const receipt = await stagedReceipt(memoryDir, journal);
+    await step?.('receipt');
     for (const rel of receipt.created)
       if (spec.countsAsMemory?.(rel))
         deps.metrics.memoriesWritten.inc({ queue: 'extract', action: 'created' });
@@ -388,10 +426,11 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
       },
       () => spec.finish({ receipt, fork }),
     );
-    await spec.hooks?.step?.('finish');
+    await step?.('finished');
     await deps.state.delete(spec.journalKey);
-    await spec.hooks?.step?.('done');
+    await step?.('dropped');
     await fs.rm(journal.stagingDir, { recursive: true, force: true });
+    await step?.('cleaned');
     return result;
   };
 
@@ -406,7 +445,7 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
     try {
       const owner = () => !turn.signal.aborted;
       const applied = await inSpan('engram.commit', {}, () =>
-        applyJournal(memoryDir, stored, { ...(spec.hooks ? { hooks: spec.hooks } : {}), owner }),
+        applyJournal(memoryDir, stored, { ...(step ? { onCommitStep: step } : {}), owner }),
       );
       carried = { ...carried, ...stored.carried };
       for (const rel of applied.landed) carried[rel] ??= stored.files[rel]?.from ?? null;
@@ -465,6 +504,7 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
         const admitted = await spec.admit?.();
         if (admitted && 'skip' in admitted) return { kind: 'done', result: admitted.skip };
         if (admitted && 'rerun' in admitted) throw await ctx.defer(50);
+        await step?.('admitted');
         const out = await inSpan('engram.commit', {}, () =>
           commitStaged({
             state: deps.state,
@@ -479,7 +519,7 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
             onJournaled: () => {
               journaled = true;
             },
-            ...(spec.hooks ? { hooks: spec.hooks } : {}),
+            ...(step ? { onCommitStep: step } : {}),
           }),
         );
         if (!out.ok) {

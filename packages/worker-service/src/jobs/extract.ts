@@ -21,7 +21,7 @@ import {
 } from '@engram/memory-core/policy/memory-permissions';
 import { buildExtractionPrompt } from '@engram/memory-core/prompts/extraction-prompt';
 import { type ForkOutcome, type ForkPlan, type Receipt, runForkPipeline } from '@engram/memory-work/pipeline';
-import { type CommitHooks, runStagedForkPipeline, STAGING_DIRNAME } from '@engram/memory-work/staged';
+import { type CommitStepHook, runStagedForkPipeline, STAGING_DIRNAME } from '@engram/memory-work/staged';
 import { type ExtractJournal, JOURNAL_TTL_MS, journalTransaction } from '@engram/memory-work/transactions';
 import { hashFile } from '@engram/memory-work/tree-hash';
 import { writerHolder } from '@engram/memory-work/writer-turn';
@@ -48,8 +48,8 @@ export const EXTRACT_MAX_TURNS = 5;
 
 export interface ExtractDeps extends HandlerDeps {
   client: ModelClient;
-  /** Test seam: a step hook of the staged commit (a throw stands for a kill at that step). */
-  stagedHooks?: CommitHooks;
+  /** Called as each step of a staged commit completes (unset in production; the crash tests stop there). */
+  onCommitStep?: CommitStepHook;
 }
 
 function extractJournalKey(jobId: string | undefined): string {
@@ -309,7 +309,7 @@ export function createExtractHandler(deps: ExtractDeps) {
           memoryDir: paths.memoryDir,
           journalKey: stagedJournalKey(ctx.job.id),
           countsAsMemory: (rel) => !isIndexFile(rel),
-          ...(deps.stagedHooks ? { hooks: deps.stagedHooks } : {}),
+          ...(deps.onCommitStep ? { onCommitStep: deps.onCommitStep } : {}),
           admit: async () => {
             // Under the lease: another job of this session may have covered the range meanwhile.
             const [nowState, nowDisk] = await Promise.all([
