@@ -128,9 +128,11 @@ async function readStagedFile(path: string): Promise<BoundedRead | undefined> {
   return read && !read.truncated ? read : undefined;
 }
 
+const stagingName = (jobId: string | undefined) =>
+  (jobId ?? 'unknown').replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 80);
+
 export function stagingDirFor(memoryDir: string, jobId: string | undefined): string {
-  const id = (jobId ?? 'unknown').replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 80);
-  return join(stagingRoot(memoryDir), `${id}-${randomBytes(4).toString('hex')}`);
+  return join(stagingRoot(memoryDir), `${stagingName(jobId)}-${randomBytes(4).toString('hex')}`);
 }
 
 /**
@@ -157,6 +159,29 @@ export async function stageMemoryDir(memoryDir: string, stagingDir: string): Pro
     out.set(file.rel, hashContent(data));
   }
   return out;
+}
+
+/**
+ * Removes the copies earlier attempts of `jobId` left (a killed attempt runs no cleanup), except `keep` (the copy
+ * its stored journal names, still needed to roll that journal forward). Only the job's own attempt calls this:
+ * BullMQ runs one attempt of a job at a time.
+ */
+export async function removeJobStagingDirs(
+  memoryDir: string,
+  jobId: string | undefined,
+  keep?: string,
+): Promise<string[]> {
+  const root = stagingRoot(memoryDir);
+  const mine = new RegExp(`^${stagingName(jobId)}-[0-9a-f]{8}$`);
+  const names = await fs.readdir(root).catch(() => [] as string[]);
+  const removed: string[] = [];
+  for (const name of names) {
+    const path = join(root, name);
+    if (!mine.test(name) || path === keep) continue;
+    await fs.rm(path, { recursive: true, force: true });
+    removed.push(name);
+  }
+  return removed;
 }
 
 /** Removes staging copies left by killed attempts. */
@@ -436,9 +461,13 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
 
   await removeStaleStagingDirs(memoryDir).catch(() => []);
   let carried: Record<string, string | null> = { ...spec.carried };
+  const stored = await deps.state.getJson<StagedJournal>(spec.journalKey);
+  // A killed attempt runs no cleanup: its copy goes now, unless its journal still needs it.
+  await removeJobStagingDirs(memoryDir, ctx.job.id, stored?.v === 1 ? stored.stagingDir : undefined).catch(
+    () => [],
+  );
   // The copy of an interrupted commit that could not be completed: removed once a new commit replaces it.
   let previousCopy: string | undefined;
-  const stored = await deps.state.getJson<StagedJournal>(spec.journalKey);
   if (stored?.v === 1) {
     // An earlier attempt of this job was stopped mid-commit: roll its journal forward under the lease.
     const turn = await turnOf();

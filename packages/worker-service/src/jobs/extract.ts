@@ -21,7 +21,13 @@ import {
 } from '@engram/memory-core/policy/memory-permissions';
 import { buildExtractionPrompt } from '@engram/memory-core/prompts/extraction-prompt';
 import { type ForkOutcome, type ForkPlan, type Receipt, runForkPipeline } from '@engram/memory-work/pipeline';
-import { type CommitStepHook, runStagedForkPipeline, STAGING_DIRNAME } from '@engram/memory-work/staged';
+import {
+  type CommitStepHook,
+  removeJobStagingDirs,
+  runStagedForkPipeline,
+  STAGING_DIRNAME,
+  type StagedJournal,
+} from '@engram/memory-work/staged';
 import { type ExtractJournal, JOURNAL_TTL_MS, journalTransaction } from '@engram/memory-work/transactions';
 import { hashFile } from '@engram/memory-work/tree-hash';
 import { writerHolder } from '@engram/memory-work/writer-turn';
@@ -354,6 +360,10 @@ export function createExtractHandler(deps: ExtractDeps) {
         }
         await engine.state.delete(stagedJournalKey(ctx.job.id));
       }
+      // Copies an earlier staged attempt of this job left (killed before its journal entry) are not needed here;
+      // the one a stored staged journal names is (a later staged attempt rolls it forward).
+      const stagedLeft = await engine.state.getJson<StagedJournal>(stagedJournalKey(ctx.job.id));
+      await removeJobStagingDirs(paths.memoryDir, ctx.job.id, stagedLeft?.stagingDir).catch(() => []);
 
       const journal = journalTransaction({
         state: engine.state,
