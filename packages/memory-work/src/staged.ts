@@ -272,14 +272,7 @@ export async function applyJournal(
     ...Object.keys(journal.carried),
   ]);
   for (const rel of [...pointed].sort()) {
-    if (isIndexRel(rel)) continue;
-    if (
-      !(await fs.stat(join(memoryDir, rel)).then(
-        (s) => s.isFile(),
-        () => false,
-      ))
-    )
-      continue;
+    if (isIndexRel(rel) || !(await isRegularFile(join(memoryDir, rel)))) continue;
     if (!opts.owner()) throw lost();
     await ensureIndexPointer(memoryDir, rel);
     await opts.onCommitStep?.('pointer', rel);
@@ -302,6 +295,58 @@ export async function stagedReceipt(memoryDir: string, journal: StagedJournal): 
   }
   return receiptFor(baseline, after, 'all');
 }
+
+/**
+ * The job's range is covered already (its cursor moved: an interrupted commit of this job got past `finished`,
+ * or another job of the session covered the range). What this job's commits left is settled without
+ * publishing anything new: under the writer lease, files its journal landed (at their committed hash) and
+ * files it carried get their pointer, and the journal is dropped; then the job's copies are removed.
+ */
+export async function settleCoveredStaged(
+  deps: Pick<PipelineDeps, 'state' | 'waker'>,
+  spec: {
+    ctx: HandlerContext;
+    memoryDir: string;
+    journalKey: string;
+    writer: { key: string; ttlMs: number };
+    onCommitStep?: CommitStepHook;
+  },
+): Promise<void> {
+  const { memoryDir } = spec;
+  const stored = await deps.state.getJson<StagedJournal>(spec.journalKey);
+  if (stored?.v === 1) {
+    await spec.onCommitStep?.('turn');
+    const turn = await waitWriterTurn(deps.state, 'extract', spec.ctx.job.id, deps.waker, {
+      key: spec.writer.key,
+      ttlMs: spec.writer.ttlMs,
+      signal: spec.ctx.signal,
+    });
+    try {
+      await spec.onCommitStep?.('lease');
+      const landed: string[] = [];
+      for (const [rel, intent] of Object.entries(stored.files)) {
+        if (intent.to !== null && (await hashFile(join(memoryDir, rel))) === intent.to) landed.push(rel);
+      }
+      for (const rel of [...new Set([...landed, ...Object.keys(stored.carried)])].sort()) {
+        if (isIndexRel(rel) || !(await isRegularFile(join(memoryDir, rel)))) continue;
+        if (turn.signal.aborted) throw new ForkAbortedError('extract', 'writer lease lost while settling');
+        await ensureIndexPointer(memoryDir, rel);
+        await spec.onCommitStep?.('pointer', rel);
+      }
+      await deps.state.delete(spec.journalKey);
+      await spec.onCommitStep?.('dropped');
+    } finally {
+      await turn.release();
+    }
+  }
+  await removeJobStagingDirs(memoryDir, spec.ctx.job.id);
+}
+
+const isRegularFile = (path: string): Promise<boolean> =>
+  fs.lstat(path).then(
+    (s) => s.isFile(),
+    () => false,
+  );
 
 export type CommitOutcome =
   | { ok: true; journal: StagedJournal; apply: ApplyResult }

@@ -27,6 +27,7 @@ import {
   runStagedForkPipeline,
   STAGING_DIRNAME,
   type StagedJournal,
+  settleCoveredStaged,
 } from '@engram/memory-work/staged';
 import { type ExtractJournal, JOURNAL_TTL_MS, journalTransaction } from '@engram/memory-work/transactions';
 import { hashFile } from '@engram/memory-work/tree-hash';
@@ -109,8 +110,23 @@ export function createExtractHandler(deps: ExtractDeps) {
       usage: { inputTokens: 0, outputTokens: 0, cacheReadInputTokens: 0, cacheCreationInputTokens: 0 },
       deniedToolCalls: 0,
     };
+    const pipelineDeps = {
+      client: deps.client,
+      state: engine.state,
+      metrics,
+      ...(deps.waker ? { waker: deps.waker } : {}),
+    };
+    const writer = { key: projectWriterLeaseKey(payload), ttlMs };
 
     if (cursor && cursor.leafSeq >= target.leafSeq) {
+      // An earlier attempt killed after its staged commit moved the cursor left its journal and copy behind.
+      await settleCoveredStaged(pipelineDeps, {
+        ctx,
+        memoryDir: paths.memoryDir,
+        journalKey: stagedJournalKey(ctx.job.id),
+        writer,
+        ...(deps.onCommitStep ? { onCommitStep: deps.onCommitStep } : {}),
+      });
       return { outcome: 'skipped-stale', ...base, ...nothing };
     }
 
@@ -271,13 +287,6 @@ export function createExtractHandler(deps: ExtractDeps) {
         deniedToolCalls: fork?.deniedCalls.length ?? 0,
       };
     };
-    const pipelineDeps = {
-      client: deps.client,
-      state: engine.state,
-      metrics,
-      ...(deps.waker ? { waker: deps.waker } : {}),
-    };
-    const writer = { key: projectWriterLeaseKey(payload), ttlMs };
     // Staged when asked to always, or (auto) when another extraction of this project is in flight or its writer
     // lease is busy — so this fork need not wait a fork's length for it — and whenever an interrupted staged
     // commit of this job is to be rolled forward. A lone job, and one the lease was handed to, runs serial.
