@@ -511,8 +511,15 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
   await removeJobStagingDirs(memoryDir, ctx.job.id, stored?.v === 1 ? stored.stagingDir : undefined).catch(
     () => [],
   );
-  // The copy of an interrupted commit that could not be completed: removed once a new commit replaces it.
-  let previousCopy: string | undefined;
+  // The journal of an interrupted commit that could not be completed (its landed files are `carried`): dropped
+  // with its copy once this job ends without another commit (a new commit's journal replaces it).
+  let previous: string | undefined;
+  const dropPrevious = async () => {
+    if (!previous) return;
+    await deps.state.delete(spec.journalKey);
+    await fs.rm(previous, { recursive: true, force: true }).catch(() => undefined);
+    previous = undefined;
+  };
   if (stored?.v === 1) {
     // An earlier attempt of this job was stopped mid-commit: roll its journal forward under the lease.
     const turn = await turnOf();
@@ -527,7 +534,7 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
         log.info({ files: applied.landed }, 'staged commit of an earlier attempt completed from its journal');
         return { kind: 'done', result: await finishUnderLease({ ...stored, carried }, undefined) };
       }
-      previousCopy = stored.stagingDir;
+      previous = stored.stagingDir;
       log.warn({ unlanded: applied.unlanded }, 'earlier staged commit could not be completed; re-forking');
     } finally {
       await turn.release();
@@ -570,13 +577,18 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
       if (!changed && Object.keys(carried).length === 0) {
         // Nothing to publish (the usual "nothing to save"): no lease, no journal; the cursor only moves forward.
         const receipt: Receipt = { created: [], updated: [], deleted: [], files: [] };
-        return { kind: 'done', result: await spec.finish({ receipt, fork }) };
+        const result = await spec.finish({ receipt, fork });
+        await dropPrevious();
+        return { kind: 'done', result };
       }
       const turn = await turnOf();
       try {
         const owner = () => !turn.signal.aborted;
         const admitted = await spec.admit?.();
-        if (admitted && 'skip' in admitted) return { kind: 'done', result: admitted.skip };
+        if (admitted && 'skip' in admitted) {
+          await dropPrevious();
+          return { kind: 'done', result: admitted.skip };
+        }
         if (admitted && 'rerun' in admitted) throw await ctx.defer(50);
         await step?.('admitted');
         const out = await inSpan('engram.commit', {}, () =>
@@ -608,8 +620,10 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
           continue;
         }
         if (!owner()) throw new ForkAbortedError('extract', 'writer lease lost while committing');
+        // This commit's journal replaced the interrupted one's; only that one's copy is left to remove.
+        if (previous) await fs.rm(previous, { recursive: true, force: true }).catch(() => undefined);
+        previous = undefined;
         const result = await finishUnderLease(out.journal, fork);
-        if (previousCopy) await fs.rm(previousCopy, { recursive: true, force: true }).catch(() => undefined);
         return { kind: 'done', result };
       } finally {
         await turn.release();

@@ -2,6 +2,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFil
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
+import { hashContent } from '@engram/memory-work/tree-hash';
+import { openQueueEngine } from '@engram/queue/engine';
 import type { ExtractResult } from '@engram/queue/jobs/extract';
 import { JobProducer } from '@engram/queue/producer';
 import { tenantHomeDir } from '@engram/tenants/tenant-store';
@@ -191,6 +193,75 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
         expect(own).toHaveLength(1);
       }
     }, 120_000);
+
+    it('a retry whose interrupted commit cannot be rolled forward, and whose re-fork finds nothing new, drops that journal and its copy', async () => {
+      const fg = createForeground(scripted.server);
+      mkdirSync(fg.paths.memoryDir, { recursive: true });
+      // Someone else wrote the file the earlier attempt meant to create: its roll-forward cannot land it.
+      const theirs = '---\nname: Theirs\ndescription: written meanwhile\ntype: project\n---\ntheirs\n';
+      writeFileSync(join(fg.paths.memoryDir, 'project_x.md'), theirs);
+      scripted.server.reset();
+      scripted.server.route(
+        'parent',
+        (r) => !isExtractionRequest(r.body),
+        () => textReply('Noted.'),
+        {
+          sticky: true,
+        },
+      );
+      let forks = 0;
+      scripted.server.route(
+        'extract',
+        (r) => isExtractionRequest(r.body),
+        (r): ScriptStep => {
+          if (lastUserText(r.body).includes(MARK)) forks++;
+          return textReply('Nothing new to save.');
+        },
+        { sticky: true },
+      );
+      const leaf = await fg.turn('nothing worth remembering');
+      const ns = uniquePrefix('staged-stale-journal');
+      backend.cleanUpAfter(ns, closer);
+      const engine = closer.add(
+        await openQueueEngine({ config: backend.config(), profile: 'worker', namespace: ns }),
+      );
+      const producer = closer.add(new JobProducer(engine));
+      const { jobId } = await producer.enqueue('extract', fg.extractPayload(leaf));
+      // What an earlier attempt of this job left when it was killed mid-commit: its journal and copy.
+      const copy = join(fg.paths.memoryDir, '.staging', `${jobId}-0badc0de`);
+      mkdirSync(copy, { recursive: true });
+      writeFileSync(join(copy, 'project_x.md'), 'mine');
+      await engine.state.setJson(
+        `extract-commit:${jobId}`,
+        {
+          v: 1,
+          stagingDir: copy,
+          files: { 'project_x.md': { from: null, to: hashContent('mine') } },
+          indexes: {},
+          indexBefore: {},
+          carried: {},
+        },
+        60_000,
+      );
+      await startTestWorkerService({
+        modelUrl: scripted.server.url,
+        engramHome: fg.engramHome,
+        queues: 'extract',
+        closer,
+        backendEnv: backend.env(),
+        namespace: ns,
+        env: { ENGRAM_EXTRACT_STAGED: '1' },
+      });
+      const job = await waitForFinishedJob(producer.queue('extract'), jobId, 60_000);
+      const result = job.returnvalue as ExtractResult;
+      expect(result.outcome).toBe('extracted');
+      expect(result.memories).toEqual([]);
+      expect(forks).toBe(1);
+      expect(readFileSync(join(fg.paths.memoryDir, 'project_x.md'), 'utf8')).toBe(theirs);
+      expect(await engine.state.getJson(`extract-commit:${jobId}`)).toBeUndefined();
+      expect(existsSync(copy)).toBe(false);
+      expect(readdirSync(join(fg.paths.memoryDir, '.staging'))).toEqual([]);
+    }, 90_000);
 
     it('a tenant’s staged copy lies in its own area: its fork writes there, never into another tenant’s memory', async () => {
       const engramHome = mkdtempSync(join(tmpdir(), 'engram-staged-tenants-'));
