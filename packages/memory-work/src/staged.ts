@@ -574,6 +574,11 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
         after = await hashTree(stagingDir);
         change = diffTrees(before, after);
       }
+      if (change.deleted.length > 0) {
+        // A fork's tools cannot delete a file: one missing from the copy means the copy itself was damaged (gone
+        // from under a stalled attempt), and publishing that would delete live memories. Nothing is published.
+        throw new ForkAbortedError('extract', `its staging copy lost ${change.deleted.length} file(s)`);
+      }
       if (!changed && Object.keys(carried).length === 0) {
         // Nothing to publish (the usual "nothing to save"): no lease, no journal; the cursor only moves forward.
         const receipt: Receipt = { created: [], updated: [], deleted: [], files: [] };

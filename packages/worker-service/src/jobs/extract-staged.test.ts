@@ -1,4 +1,12 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseIndexEntries } from '@engram/memory-core/memdir/index-file';
@@ -261,6 +269,75 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       expect(await engine.state.getJson(`extract-commit:${jobId}`)).toBeUndefined();
       expect(existsSync(copy)).toBe(false);
       expect(readdirSync(join(fg.paths.memoryDir, '.staging'))).toEqual([]);
+    }, 90_000);
+
+    it('a staging copy that loses its files under the fork publishes no deletion: the live memories stay, the retry commits', async () => {
+      const fg = createForeground(scripted.server);
+      mkdirSync(fg.paths.memoryDir, { recursive: true });
+      const kept = '---\nname: Keep\ndescription: an older memory\ntype: project\n---\nkeep me\n';
+      writeFileSync(join(fg.paths.memoryDir, 'project_keep.md'), kept);
+      writeFileSync(fg.paths.memoryIndexPath, '- [Keep](project_keep.md) — an older memory\n');
+      scripted.server.reset();
+      scripted.server.route(
+        'parent',
+        (r) => !isExtractionRequest(r.body),
+        () => textReply('Noted.'),
+        {
+          sticky: true,
+        },
+      );
+      let forks = 0;
+      let dir = '';
+      scripted.server.route(
+        'extract',
+        (r) => isExtractionRequest(r.body),
+        (r): ScriptStep => {
+          const last = lastUserText(r.body);
+          if (last.includes(MARK)) {
+            forks++;
+            dir = /the memory directory `([^`]+)`/.exec(last)![1]!;
+            return reply(
+              text('Saving.'),
+              toolUse('Write', {
+                file_path: join(dir, 'project_new.md'),
+                content: '---\nname: New\ndescription: a new fact\ntype: project\n---\nnew fact\n',
+              }),
+            );
+          }
+          // The first fork's copy disappears before its commit (removed from under a stalled attempt, or by
+          // hand): its tree is empty, which must not read as "every memory deleted".
+          if (forks === 1) rmSync(dir, { recursive: true, force: true });
+          return textReply('Saved.');
+        },
+        { sticky: true },
+      );
+      const leaf = await fg.turn('remember the new fact');
+      const ns = uniquePrefix('staged-lost-copy');
+      backend.cleanUpAfter(ns, closer);
+      const service = await startTestWorkerService({
+        modelUrl: scripted.server.url,
+        engramHome: fg.engramHome,
+        queues: 'extract',
+        closer,
+        backendEnv: backend.env(),
+        namespace: ns,
+        env: { ENGRAM_EXTRACT_STAGED: '1' },
+      });
+      const producer = closer.add(
+        new JobProducer(service.engine, {
+          config: { extract: { backoff: { type: 'exponential', delayMs: 50, jitter: 0 } } },
+        }),
+      );
+      const { jobId } = await producer.enqueue('extract', fg.extractPayload(leaf));
+      const job = await waitForFinishedJob(producer.queue('extract'), jobId, 60_000);
+      // The first attempt published nothing and was retried; the second committed.
+      expect(await job.getState()).toBe('completed');
+      expect(job.failedReason).toContain('staging copy lost');
+      expect(forks).toBe(2);
+      expect((job.returnvalue as ExtractResult).memories.map((m) => m.path)).toEqual(['project_new.md']);
+      expect(readFileSync(join(fg.paths.memoryDir, 'project_keep.md'), 'utf8')).toBe(kept);
+      const pointers = parseIndexEntries(readFileSync(fg.paths.memoryIndexPath, 'utf8')).map((e) => e.file);
+      expect(pointers.sort()).toEqual(['project_keep.md', 'project_new.md']);
     }, 90_000);
 
     it('a tenant’s staged copy lies in its own area: its fork writes there, never into another tenant’s memory', async () => {
