@@ -26,6 +26,7 @@ export const END_TO_END_SUITES = [
   'apps/agent/src/server/compose.test.ts', // the compose file against the built images' contract
   'apps/workers/src/jobs/extract-crash.test.ts', // SIGKILLs worker processes mid-job
   'apps/workers/src/jobs/dream-processes.test.ts', // dream workers as processes
+  'packages/worker-service/src/jobs/extract-staged-kill.test.ts', // SIGKILLs processes at every staged commit step
   'packages/worker-service/src/redis-topologies.test.ts', // Redis Cluster, Sentinel and TLS servers
   'packages/worker-service/src/http/memory-browser.test.ts', // headless Chromium
   'packages/agent-sdk/src/query.test.ts', // the Agent SDK's bundled Claude Code binary

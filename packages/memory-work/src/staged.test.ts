@@ -16,7 +16,7 @@ import {
   stageMemoryDir,
   stagingDirFor,
 } from './staged.js';
-import { hashTree, type TreeState } from './tree-hash.js';
+import { hashTree, MEMORY_FILE_HASH_MAX_BYTES, type TreeState } from './tree-hash.js';
 import { waitWriterTurn } from './writer-turn.js';
 
 // The staged commit (staged.ts) under every interleaving: K jobs of one project each stage a copy, "fork" on
@@ -83,16 +83,17 @@ async function runScenario(
   const carried = new Map<number, Record<string, string | null>>();
   let kills = 0;
 
-  const hooksFor = (job: Job) => ({
-    step(_step: CommitStep) {
+  // Called as each commit step completes: a throw stands for a kill right after that step.
+  const stepsOf =
+    (job: Job) =>
+    (_step: CommitStep): void => {
       const n = job.stepsSeen++;
       if (job.killAt !== undefined && n === job.killAt) {
         job.killAt = undefined;
         kills++;
-        throw new Kill(`killed at commit step ${n}`);
+        throw new Kill(`killed after commit step ${n}`);
       }
-    },
-  });
+    };
 
   const finish = async (job: Job, journal: StagedJournal) => {
     const receipt = await stagedReceipt(memoryDir, journal);
@@ -100,7 +101,7 @@ async function runScenario(
     expect(
       receipt.created.includes(`fact_${job.id}.md`) || receipt.updated.includes(`fact_${job.id}.md`),
     ).toBe(true);
-    hooksFor(job).step('finish');
+    stepsOf(job)('finished');
     await state.setJson(cursorKey(job.id), { done: true });
     await state.delete(journalKey(job.id));
     await fs.rm(journal.stagingDir, { recursive: true, force: true });
@@ -138,7 +139,7 @@ async function runScenario(
           job.phase = 'stage';
           return;
         }
-        const applied = await applyJournal(memoryDir, stored, { hooks: hooksFor(job), owner });
+        const applied = await applyJournal(memoryDir, stored, { onCommitStep: stepsOf(job), owner });
         const c = { ...stored.carried };
         for (const rel of applied.landed) c[rel] ??= stored.files[rel]?.from ?? null;
         carried.set(job.id, c);
@@ -160,7 +161,7 @@ async function runScenario(
         carried: carried.get(job.id) ?? {},
         owner,
         log,
-        hooks: hooksFor(job),
+        onCommitStep: stepsOf(job),
       });
       if (!out.ok) {
         job.attempts++;
@@ -230,6 +231,30 @@ describe.each(TEST_BACKENDS.filter(([kind]) => kind === 'redis'))('staged commit
     // Both stage before either commits: the shared file conflicts once.
     const out = await runScenario(worker.state, [0, 1, 0, 1, 0, 1, 0, 0, 0, 0], undefined, 2);
     expect(out.conflicts).toBe(1);
+  });
+
+  it('a live file over the read cap is neither staged nor overwritten: a fork creating that name conflicts', async () => {
+    const { worker } = await testEngines(backend, closer, uniquePrefix('staged-oversize'));
+    const memoryDir = mkdtempSync(join(tmpdir(), 'engram-staged-big-'));
+    const big = Buffer.alloc(MEMORY_FILE_HASH_MAX_BYTES + 1, 'x');
+    writeFileSync(join(memoryDir, 'big.md'), big);
+    const stagingDir = stagingDirFor(memoryDir, 'big');
+    const before = await stageMemoryDir(memoryDir, stagingDir);
+    expect(before.has('big.md')).toBe(false);
+    writeFileSync(join(stagingDir, 'big.md'), `${FRONT('big')}small\n`);
+    const out = await commitStaged({
+      state: worker.state,
+      journalKey: `extract-commit:${uniquePrefix('big')}`,
+      memoryDir,
+      stagingDir,
+      before,
+      after: await hashTree(stagingDir),
+      carried: {},
+      owner: () => true,
+      log,
+    });
+    expect(out).toEqual({ ok: false, conflicts: ['big.md'] });
+    expect(readFileSync(join(memoryDir, 'big.md')).equals(big)).toBe(true);
   });
 
   it('any interleaving of stage/fork/commit steps, with a kill at any commit step, leaves every fact once', async () => {

@@ -30,10 +30,11 @@ import {
   hashFile,
   hashTree,
   isVisibleMarkdown,
+  MEMORY_FILE_HASH_MAX_BYTES,
   type TreeChange,
   type TreeState,
 } from './tree-hash.js';
-import { waitWriterTurn } from './writer-turn.js';
+import { type WriterTurn, waitWriterTurn } from './writer-turn.js';
 
 // Staged extraction (docs/concurrency.md, "Per-project throughput"): the forks of one project run in parallel,
 // each against a private copy of the memory directory (`<memoryDir>/.staging/<job>-<nonce>`: inside the
@@ -76,12 +77,37 @@ export interface StagedJournal {
   carried: Record<string, string | null>;
 }
 
-export type CommitStep = 'journal' | 'file' | 'index' | 'pointers' | 'finish' | 'done';
+/**
+ * The commit's steps, in order (docs/concurrency.md gives the recovery rule after each): `turn` — about to wait
+ * for the writer lease; `lease` — it is held; `admitted` — the cursor re-checked; `compared` — every file's
+ * compare-and-set passed; `journaled` — the journal entry is stored; `file` / `index` — one memory file / one
+ * index written (with its path); `pointer` — one pointer ensured (with its file); `merged` — every file and
+ * pointer on disk; `receipt` — the receipt computed from the live bytes; `finished` — the job's finish ran
+ * (cursor moved, receipt recorded); `dropped` — the journal deleted; `cleaned` — the copy removed (the lease is
+ * released next).
+ */
+export const COMMIT_STEPS = [
+  'turn',
+  'lease',
+  'admitted',
+  'compared',
+  'journaled',
+  'file',
+  'index',
+  'pointer',
+  'merged',
+  'receipt',
+  'finished',
+  'dropped',
+  'cleaned',
+] as const;
+export type CommitStep = (typeof COMMIT_STEPS)[number];
 
-/** Test seam: called before each step of the commit (a throw stands for a kill at that step). */
-export interface CommitHooks {
-  step?(step: CommitStep, rel?: string): void | Promise<void>;
-}
+/**
+ * Called as each step of the commit completes (production leaves it unset): the seam through which the crash
+ * tests stop a process at every step.
+ */
+export type CommitStepHook = (step: CommitStep, rel?: string) => void | Promise<void>;
 
 export const isIndexRel = (rel: string): boolean =>
   rel === ENTRYPOINT_NAME || rel === `${TEAM_DIRNAME}/${ENTRYPOINT_NAME}`;
@@ -90,24 +116,23 @@ export function stagingRoot(memoryDir: string): string {
   return join(memoryDir, STAGING_DIRNAME);
 }
 
-/** Largest memory file staged or committed (a memory file is a note; the write policy caps writes at 256 KiB). */
-const STAGED_FILE_MAX_BYTES = 4 * 1024 * 1024;
-
 /**
  * One bounded read of a memory or staged file: opened non-blocking without following a final symlink, judged
  * on the opened descriptor (a regular file only), at most the cap read. Anything else — gone, a link, a FIFO,
  * over the cap — is undefined: not staged, not committed.
  */
 async function readStagedFile(path: string): Promise<BoundedRead | undefined> {
-  const read = await readRegularFileBounded(path, STAGED_FILE_MAX_BYTES, { followSymlinks: false }).catch(
-    () => undefined,
-  );
+  const read = await readRegularFileBounded(path, MEMORY_FILE_HASH_MAX_BYTES, {
+    followSymlinks: false,
+  }).catch(() => undefined);
   return read && !read.truncated ? read : undefined;
 }
 
+const stagingName = (jobId: string | undefined) =>
+  (jobId ?? 'unknown').replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 80);
+
 export function stagingDirFor(memoryDir: string, jobId: string | undefined): string {
-  const id = (jobId ?? 'unknown').replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 80);
-  return join(stagingRoot(memoryDir), `${id}-${randomBytes(4).toString('hex')}`);
+  return join(stagingRoot(memoryDir), `${stagingName(jobId)}-${randomBytes(4).toString('hex')}`);
 }
 
 /**
@@ -134,6 +159,29 @@ export async function stageMemoryDir(memoryDir: string, stagingDir: string): Pro
     out.set(file.rel, hashContent(data));
   }
   return out;
+}
+
+/**
+ * Removes the copies earlier attempts of `jobId` left (a killed attempt runs no cleanup), except `keep` (the copy
+ * its stored journal names, still needed to roll that journal forward). Only the job's own attempt calls this:
+ * BullMQ runs one attempt of a job at a time.
+ */
+export async function removeJobStagingDirs(
+  memoryDir: string,
+  jobId: string | undefined,
+  keep?: string,
+): Promise<string[]> {
+  const root = stagingRoot(memoryDir);
+  const mine = new RegExp(`^${stagingName(jobId)}-[0-9a-f]{8}$`);
+  const names = await fs.readdir(root).catch(() => [] as string[]);
+  const removed: string[] = [];
+  for (const name of names) {
+    const path = join(root, name);
+    if (!mine.test(name) || path === keep) continue;
+    await fs.rm(path, { recursive: true, force: true });
+    removed.push(name);
+  }
+  return removed;
 }
 
 /** Removes staging copies left by killed attempts. */
@@ -189,7 +237,7 @@ export interface ApplyResult {
 export async function applyJournal(
   memoryDir: string,
   journal: StagedJournal,
-  opts: { hooks?: CommitHooks; owner: () => boolean },
+  opts: { onCommitStep?: CommitStepHook; owner: () => boolean },
 ): Promise<ApplyResult> {
   const landed: string[] = [];
   const unlanded: string[] = [];
@@ -205,37 +253,31 @@ export async function applyJournal(
       unlanded.push(rel);
       continue;
     }
-    await opts.hooks?.step?.('file', rel);
     if (!opts.owner()) throw lost();
     await writeLive(memoryDir, rel, data);
     landed.push(rel);
+    await opts.onCommitStep?.('file', rel);
   }
   for (const [rel, intent] of Object.entries(journal.indexes)) {
     const live = await hashFile(join(memoryDir, rel));
     if (live === intent.to || live !== intent.from || intent.to === null) continue;
     const data = await stagedBytes(journal.stagingDir, rel, intent.to);
     if (!data) continue;
-    await opts.hooks?.step?.('index', rel);
     if (!opts.owner()) throw lost();
     await writeLive(memoryDir, rel, data);
+    await opts.onCommitStep?.('index', rel);
   }
-  await opts.hooks?.step?.('pointers');
   const pointed = new Set([
     ...landed.filter((rel) => journal.files[rel]?.to !== null),
     ...Object.keys(journal.carried),
   ]);
   for (const rel of [...pointed].sort()) {
-    if (isIndexRel(rel)) continue;
-    if (
-      !(await fs.stat(join(memoryDir, rel)).then(
-        (s) => s.isFile(),
-        () => false,
-      ))
-    )
-      continue;
+    if (isIndexRel(rel) || !(await isRegularFile(join(memoryDir, rel)))) continue;
     if (!opts.owner()) throw lost();
     await ensureIndexPointer(memoryDir, rel);
+    await opts.onCommitStep?.('pointer', rel);
   }
+  await opts.onCommitStep?.('merged');
   return { landed, unlanded };
 }
 
@@ -253,6 +295,58 @@ export async function stagedReceipt(memoryDir: string, journal: StagedJournal): 
   }
   return receiptFor(baseline, after, 'all');
 }
+
+/**
+ * The job's range is covered already (its cursor moved: an interrupted commit of this job got past `finished`,
+ * or another job of the session covered the range). What this job's commits left is settled without
+ * publishing anything new: under the writer lease, files its journal landed (at their committed hash) and
+ * files it carried get their pointer, and the journal is dropped; then the job's copies are removed.
+ */
+export async function settleCoveredStaged(
+  deps: Pick<PipelineDeps, 'state' | 'waker'>,
+  spec: {
+    ctx: HandlerContext;
+    memoryDir: string;
+    journalKey: string;
+    writer: { key: string; ttlMs: number };
+    onCommitStep?: CommitStepHook;
+  },
+): Promise<void> {
+  const { memoryDir } = spec;
+  const stored = await deps.state.getJson<StagedJournal>(spec.journalKey);
+  if (stored?.v === 1) {
+    await spec.onCommitStep?.('turn');
+    const turn = await waitWriterTurn(deps.state, 'extract', spec.ctx.job.id, deps.waker, {
+      key: spec.writer.key,
+      ttlMs: spec.writer.ttlMs,
+      signal: spec.ctx.signal,
+    });
+    try {
+      await spec.onCommitStep?.('lease');
+      const landed: string[] = [];
+      for (const [rel, intent] of Object.entries(stored.files)) {
+        if (intent.to !== null && (await hashFile(join(memoryDir, rel))) === intent.to) landed.push(rel);
+      }
+      for (const rel of [...new Set([...landed, ...Object.keys(stored.carried)])].sort()) {
+        if (isIndexRel(rel) || !(await isRegularFile(join(memoryDir, rel)))) continue;
+        if (turn.signal.aborted) throw new ForkAbortedError('extract', 'writer lease lost while settling');
+        await ensureIndexPointer(memoryDir, rel);
+        await spec.onCommitStep?.('pointer', rel);
+      }
+      await deps.state.delete(spec.journalKey);
+      await spec.onCommitStep?.('dropped');
+    } finally {
+      await turn.release();
+    }
+  }
+  await removeJobStagingDirs(memoryDir, spec.ctx.job.id);
+}
+
+const isRegularFile = (path: string): Promise<boolean> =>
+  fs.lstat(path).then(
+    (s) => s.isFile(),
+    () => false,
+  );
 
 export type CommitOutcome =
   | { ok: true; journal: StagedJournal; apply: ApplyResult }
@@ -274,7 +368,7 @@ export async function commitStaged(opts: {
   log: PipelineLogger;
   /** Called once the journal entry is stored (the copy must then outlive a kill). */
   onJournaled?: () => void;
-  hooks?: CommitHooks;
+  onCommitStep?: CommitStepHook;
 }): Promise<CommitOutcome> {
   const { memoryDir, stagingDir, before, after } = opts;
   const change = diffTrees(before, after);
@@ -307,13 +401,14 @@ export async function commitStaged(opts: {
     indexBefore[rel] = await hashFile(join(memoryDir, rel));
   }
   const journal: StagedJournal = { v: 1, stagingDir, files, indexes, indexBefore, carried: opts.carried };
-  await opts.hooks?.step?.('journal');
+  await opts.onCommitStep?.('compared');
   if (!opts.owner()) throw new ForkAbortedError('extract', 'writer lease lost before committing');
   // The journal entry goes first: a kill between the files below leaves it naming every intended hash.
   opts.onJournaled?.();
   await opts.state.setJson(opts.journalKey, journal, JOURNAL_TTL_MS);
+  await opts.onCommitStep?.('journaled');
   const apply = await applyJournal(memoryDir, journal, {
-    ...(opts.hooks ? { hooks: opts.hooks } : {}),
+    ...(opts.onCommitStep ? { onCommitStep: opts.onCommitStep } : {}),
     owner: opts.owner,
   });
   return { ok: true, journal, apply };
@@ -331,7 +426,7 @@ export interface StagedPipelineSpec<R> {
   /** Files an earlier attempt of this job wrote (e.g. on the serial path), with their hash before it. */
   carried?: Record<string, string | null>;
   maxAttempts?: number;
-  hooks?: CommitHooks;
+  onCommitStep?: CommitStepHook;
   /**
    * Runs under the lease before a commit: whether the work is still due. `skip` ends the job with that result
    * (nothing published); `rerun` parks the job so it starts over (another job of the session moved the cursor).
@@ -366,14 +461,25 @@ export function runStagedForkPipeline<R>(
 
 async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Promise<StagedResult<R>> {
   const { ctx, log, memoryDir } = spec;
-  const turnOf = () =>
-    waitWriterTurn(deps.state, 'extract', ctx.job.id, deps.waker, {
+  const step = spec.onCommitStep;
+  const turnOf = async (): Promise<WriterTurn> => {
+    await step?.('turn');
+    const turn = await waitWriterTurn(deps.state, 'extract', ctx.job.id, deps.waker, {
       key: spec.writer.key,
       ttlMs: spec.writer.ttlMs,
       signal: ctx.signal,
     });
+    try {
+      await step?.('lease');
+    } catch (error) {
+      await turn.release();
+      throw error;
+    }
+    return turn;
+  };
   const finishUnderLease = async (journal: StagedJournal, fork: ForkOutcome | undefined): Promise<R> => {
     const receipt = await stagedReceipt(memoryDir, journal);
+    await step?.('receipt');
     for (const rel of receipt.created)
       if (spec.countsAsMemory?.(rel))
         deps.metrics.memoriesWritten.inc({ queue: 'extract', action: 'created' });
@@ -390,25 +496,37 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
       },
       () => spec.finish({ receipt, fork }),
     );
-    await spec.hooks?.step?.('finish');
+    await step?.('finished');
     await deps.state.delete(spec.journalKey);
-    await spec.hooks?.step?.('done');
+    await step?.('dropped');
     await fs.rm(journal.stagingDir, { recursive: true, force: true });
+    await step?.('cleaned');
     return result;
   };
 
   await removeStaleStagingDirs(memoryDir).catch(() => []);
   let carried: Record<string, string | null> = { ...spec.carried };
-  // The copy of an interrupted commit that could not be completed: removed once a new commit replaces it.
-  let previousCopy: string | undefined;
   const stored = await deps.state.getJson<StagedJournal>(spec.journalKey);
+  // A killed attempt runs no cleanup: its copy goes now, unless its journal still needs it.
+  await removeJobStagingDirs(memoryDir, ctx.job.id, stored?.v === 1 ? stored.stagingDir : undefined).catch(
+    () => [],
+  );
+  // The journal of an interrupted commit that could not be completed (its landed files are `carried`): dropped
+  // with its copy once this job ends without another commit (a new commit's journal replaces it).
+  let previous: string | undefined;
+  const dropPrevious = async () => {
+    if (!previous) return;
+    await deps.state.delete(spec.journalKey);
+    await fs.rm(previous, { recursive: true, force: true }).catch(() => undefined);
+    previous = undefined;
+  };
   if (stored?.v === 1) {
     // An earlier attempt of this job was stopped mid-commit: roll its journal forward under the lease.
     const turn = await turnOf();
     try {
       const owner = () => !turn.signal.aborted;
       const applied = await inSpan('engram.commit', {}, () =>
-        applyJournal(memoryDir, stored, { ...(spec.hooks ? { hooks: spec.hooks } : {}), owner }),
+        applyJournal(memoryDir, stored, { ...(step ? { onCommitStep: step } : {}), owner }),
       );
       carried = { ...carried, ...stored.carried };
       for (const rel of applied.landed) carried[rel] ??= stored.files[rel]?.from ?? null;
@@ -416,7 +534,7 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
         log.info({ files: applied.landed }, 'staged commit of an earlier attempt completed from its journal');
         return { kind: 'done', result: await finishUnderLease({ ...stored, carried }, undefined) };
       }
-      previousCopy = stored.stagingDir;
+      previous = stored.stagingDir;
       log.warn({ unlanded: applied.unlanded }, 'earlier staged commit could not be completed; re-forking');
     } finally {
       await turn.release();
@@ -456,17 +574,28 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
         after = await hashTree(stagingDir);
         change = diffTrees(before, after);
       }
+      if (change.deleted.length > 0) {
+        // A fork's tools cannot delete a file: one missing from the copy means the copy itself was damaged (gone
+        // from under a stalled attempt), and publishing that would delete live memories. Nothing is published.
+        throw new ForkAbortedError('extract', `its staging copy lost ${change.deleted.length} file(s)`);
+      }
       if (!changed && Object.keys(carried).length === 0) {
         // Nothing to publish (the usual "nothing to save"): no lease, no journal; the cursor only moves forward.
         const receipt: Receipt = { created: [], updated: [], deleted: [], files: [] };
-        return { kind: 'done', result: await spec.finish({ receipt, fork }) };
+        const result = await spec.finish({ receipt, fork });
+        await dropPrevious();
+        return { kind: 'done', result };
       }
       const turn = await turnOf();
       try {
         const owner = () => !turn.signal.aborted;
         const admitted = await spec.admit?.();
-        if (admitted && 'skip' in admitted) return { kind: 'done', result: admitted.skip };
+        if (admitted && 'skip' in admitted) {
+          await dropPrevious();
+          return { kind: 'done', result: admitted.skip };
+        }
         if (admitted && 'rerun' in admitted) throw await ctx.defer(50);
+        await step?.('admitted');
         const out = await inSpan('engram.commit', {}, () =>
           commitStaged({
             state: deps.state,
@@ -481,7 +610,7 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
             onJournaled: () => {
               journaled = true;
             },
-            ...(spec.hooks ? { hooks: spec.hooks } : {}),
+            ...(step ? { onCommitStep: step } : {}),
           }),
         );
         if (!out.ok) {
@@ -496,8 +625,10 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
           continue;
         }
         if (!owner()) throw new ForkAbortedError('extract', 'writer lease lost while committing');
+        // This commit's journal replaced the interrupted one's; only that one's copy is left to remove.
+        if (previous) await fs.rm(previous, { recursive: true, force: true }).catch(() => undefined);
+        previous = undefined;
         const result = await finishUnderLease(out.journal, fork);
-        if (previousCopy) await fs.rm(previousCopy, { recursive: true, force: true }).catch(() => undefined);
         return { kind: 'done', result };
       } finally {
         await turn.release();

@@ -94,4 +94,24 @@ describe.each(TEST_BACKENDS)('journal transaction on %s', (_kind, backend) => {
       deleted: [],
     });
   });
+
+  it('credits only what the job wrote: its Write/Edit targets and what its commit credits, not another writer’s file', async () => {
+    const { worker } = await testEngines(backend, closer, uniquePrefix('journal'));
+    const root = mkdtempSync(join(tmpdir(), 'engram-journal-'));
+    const tx = journalTransaction({ state: worker.state, key: 'extract-journal:8', root });
+    const before = await hashTree(root);
+    await tx.begin(before);
+    await tx.noteMessage!(writes(join(root, 'mine.md')), root);
+    writeFileSync(join(root, 'mine.md'), 'mine');
+    // Meanwhile another writer (outside this job's lease) saves its own memory and an index line.
+    writeFileSync(join(root, 'theirs.md'), 'theirs');
+    writeFileSync(join(root, 'MEMORY.md'), '- [Theirs](theirs.md)\n');
+    const after = await hashTree(root);
+    const change = diffTrees(before, after);
+    expect(change.created).toEqual(['MEMORY.md', 'mine.md', 'theirs.md']);
+    expect([...(tx.credited(change) as Set<string>)]).toEqual(['mine.md']);
+    // The job's commit added its pointer to the index: that index is its doing too.
+    tx.credit('MEMORY.md');
+    expect([...(tx.credited(change) as Set<string>)].sort()).toEqual(['MEMORY.md', 'mine.md']);
+  });
 });

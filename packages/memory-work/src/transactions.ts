@@ -55,6 +55,8 @@ export interface ExtractJournal {
 export interface JournalTransaction extends ForkTransaction {
   /** Files this job (any attempt) set out to write, relative to the root. */
   readonly intended: string[];
+  /** Credits a file the job's commit step changed itself (an index it added a pointer to). */
+  credit(rel: string): void;
 }
 
 /** A job's journal outlives its retries comfortably (attempts with backoff span about a minute). */
@@ -69,6 +71,7 @@ export function journalTransaction(opts: {
 }): JournalTransaction {
   const include = opts.include ?? isVisibleMarkdown;
   let journal: ExtractJournal = { intents: {} };
+  const committed = new Set<string>();
   const toRel = (abs: string) => relative(opts.root, abs).split(sep).join('/');
   const save = () => opts.state.setJson(opts.key, journal, JOURNAL_TTL_MS);
   return {
@@ -102,13 +105,14 @@ export function journalTransaction(opts: {
       for (const [rel, was] of Object.entries(journal.intents)) out.set(rel, was);
       return out;
     },
-    credited(change) {
-      return new Set([
-        ...change.created,
-        ...change.updated,
-        ...change.deleted,
-        ...Object.keys(journal.intents),
-      ]);
+    credit(rel) {
+      committed.add(rel);
+    },
+    // Only what this job wrote: the targets of its Write/Edit calls (every attempt's, recorded before each ran)
+    // and what its commit step wrote. Another writer's file that changed meanwhile (the session's own agent, the
+    // MCP server, a worker of another namespace: none of them takes this job's writer lease) is not credited.
+    credited() {
+      return new Set([...Object.keys(journal.intents), ...committed]);
     },
     async restore() {
       // Nothing to put back: an extraction's writes are kept and credited once through the journal.

@@ -1,8 +1,18 @@
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { diffTrees, hashContent, hashTree, isVisibleMarkdown } from './tree-hash.js';
+import {
+  diffTrees,
+  hashContent,
+  hashFile,
+  hashTree,
+  isVisibleMarkdown,
+  MEMORY_FILE_HASH_MAX_BYTES,
+  OVERSIZE_HASH_PREFIX,
+  UNHASHED_PREFIX,
+} from './tree-hash.js';
 
 describe('tree hashes', () => {
   it('hashes visible Markdown files, recursively, skipping hidden entries and symlinks', async () => {
@@ -20,6 +30,45 @@ describe('tree hashes', () => {
     expect(tree.get('a.md')).toBe(hashContent('A'));
     expect(await hashTree(join(root, 'missing'))).toEqual(new Map());
     expect(isVisibleMarkdown('team/.x/y.md')).toBe(false);
+  });
+
+  it('hashes one bounded read: a file at the cap by content, one over it as a marker that never equals a content hash', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'engram-hash-cap-'));
+    const atCap = Buffer.alloc(MEMORY_FILE_HASH_MAX_BYTES, 'a');
+    writeFileSync(join(root, 'at-cap.md'), atCap);
+    writeFileSync(join(root, 'over.md'), Buffer.concat([atCap, Buffer.from('b')]));
+    expect(await hashFile(join(root, 'at-cap.md'))).toBe(hashContent(atCap));
+    const over = await hashFile(join(root, 'over.md'));
+    expect(over?.startsWith(OVERSIZE_HASH_PREFIX)).toBe(true);
+    expect(over).toContain(`:${MEMORY_FILE_HASH_MAX_BYTES + 1}:`);
+    // Stable while untouched; a write moves it (its size and time), so a compare-and-set sees the change.
+    expect(await hashFile(join(root, 'over.md'))).toBe(over);
+    appendFileSync(join(root, 'over.md'), 'c');
+    const grown = await hashFile(join(root, 'over.md'));
+    expect(grown).not.toBe(over);
+    expect(grown?.startsWith(OVERSIZE_HASH_PREFIX)).toBe(true);
+    // In a tree the file is there (not taken for deleted), under its marker.
+    const tree = await hashTree(root);
+    expect(tree.get('over.md')).toBe(grown);
+    expect(tree.get('at-cap.md')).toBe(hashContent(atCap));
+  });
+
+  it('hashes nothing it would have to follow or block on: a symlink, a FIFO, a directory are markers; absent is null', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'engram-hash-kinds-'));
+    writeFileSync(join(root, 'real.md'), 'real');
+    symlinkSync(join(root, 'real.md'), join(root, 'link.md'));
+    execFileSync('mkfifo', [join(root, 'pipe.md')]);
+    mkdirSync(join(root, 'dir.md'));
+    expect(await hashFile(join(root, 'real.md'))).toBe(hashContent('real'));
+    // The link is not followed (a compare-and-set never takes it for the file it points at, nor for absent).
+    expect(await hashFile(join(root, 'link.md'))).toBe(`${UNHASHED_PREFIX}ELOOP`);
+    // A FIFO named like a memory is opened non-blocking and judged on its descriptor: no hang.
+    expect(await hashFile(join(root, 'pipe.md'))).toBe(`${UNHASHED_PREFIX}NOT_A_REGULAR_FILE`);
+    expect(await hashFile(join(root, 'dir.md'))).toBe(`${UNHASHED_PREFIX}NOT_A_REGULAR_FILE`);
+    expect(await hashFile(join(root, 'missing.md'))).toBeNull();
+    expect(await hashFile(join(root, 'real.md', 'under-a-file.md'))).toBeNull();
+    // The walk lists neither the link nor the FIFO (regular files only).
+    expect([...(await hashTree(root)).keys()]).toEqual(['real.md']);
   });
 
   it('diffs by content: an identical rewrite is no change; null means absent before', () => {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { promises as fs } from 'node:fs';
 import { walk } from '@engram/fs-walk/walk';
+import { readRegularFileBounded } from '@engram/memory-core/memdir/bounded-read';
 
 // What a directory holds, as content hashes: the ground truth a fork's receipt is computed from. A fork's
 // journal says what it meant to write; only a before/after comparison of the bytes on disk says what it did.
@@ -25,8 +25,43 @@ export function hashContent(content: string | Buffer): string {
 }
 
 /**
- * Hashes every regular file under `root` that `include` accepts. Hidden entries (`.history`) and symlinks
- * are skipped. A missing root is an empty tree; a file that vanishes mid-walk is skipped.
+ * Largest memory file whose content is hashed, staged or committed (a memory file is a note: the write policy
+ * caps a fork's writes at 256 KiB). Reads stop here, whatever the file claims or grows to.
+ */
+export const MEMORY_FILE_HASH_MAX_BYTES = 4 * 1024 * 1024;
+
+/** Prefixes of the hashes of files that are there but whose content is not hashed (never a sha256 in hex). */
+export const OVERSIZE_HASH_PREFIX = 'oversize:';
+export const UNHASHED_PREFIX = 'unhashed:';
+
+/**
+ * The hash of one entry of a memory directory, from one bounded read (`readRegularFileBounded`: opened
+ * non-blocking without following a final symlink, judged on the descriptor, at most the cap read):
+ *   - absent (ENOENT, ENOTDIR): null;
+ *   - a regular file within the cap: the sha256 of its bytes;
+ *   - a regular file over the cap: `oversize:<size>:<mtimeMs>:<sha256 of the first cap bytes>` — stable while
+ *     the file is untouched, changed by any write that moves its size or time;
+ *   - anything else that is there (a symlink, FIFO, socket, device, directory, an unreadable file):
+ *     `unhashed:<code>`.
+ * A marker never equals a content hash, so a compare-and-set never takes such a file for an absent one or for
+ * one with given bytes: it is never overwritten, copied or credited as a write of known content.
+ */
+export async function hashFile(path: string): Promise<string | null> {
+  try {
+    const read = await readRegularFileBounded(path, MEMORY_FILE_HASH_MAX_BYTES, { followSymlinks: false });
+    if (!read.truncated) return hashContent(read.bytes);
+    return `${OVERSIZE_HASH_PREFIX}${read.stat.size}:${read.stat.mtimeMs}:${hashContent(read.bytes)}`;
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+    return `${UNHASHED_PREFIX}${typeof code === 'string' ? code : 'error'}`;
+  }
+}
+
+/**
+ * Hashes every regular file under `root` that `include` accepts (`hashFile`: bounded, an oversize file is a
+ * marker). Hidden entries (`.history`) and symlinks are skipped. A missing root is an empty tree; a file that
+ * vanishes mid-walk is skipped.
  */
 export async function hashTree(root: string, opts: HashTreeOptions = {}): Promise<TreeState> {
   const include = opts.include ?? isVisibleMarkdown;
@@ -36,16 +71,10 @@ export async function hashTree(root: string, opts: HashTreeOptions = {}): Promis
   });
   const out: TreeState = new Map();
   for (const file of listing.files) {
-    const content = await fs.readFile(file.path).catch(() => undefined);
-    if (content !== undefined) out.set(file.rel, hashContent(content));
+    const hash = await hashFile(file.path);
+    if (hash !== null) out.set(file.rel, hash);
   }
   return out;
-}
-
-/** The hash of one file, or null when it does not exist. */
-export async function hashFile(path: string): Promise<string | null> {
-  const content = await fs.readFile(path).catch(() => undefined);
-  return content === undefined ? null : hashContent(content);
 }
 
 export interface TreeChange {

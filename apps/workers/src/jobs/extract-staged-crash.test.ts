@@ -168,8 +168,10 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       expect(visible).toEqual(['MEMORY.md', 'feedback_pnpm.md']);
       const index = await fs.readFile(fg.paths.memoryIndexPath, 'utf8');
       expect(parseIndexEntries(index).filter((e) => e.file === 'feedback_pnpm.md')).toHaveLength(1);
-      // The recovering attempt's copy is gone; the killed one's is a leftover, removed after an hour.
+      // Both copies are gone: the recovering attempt's after its commit, the killed one's at the retry's start.
       expect(existsSync(dirs[1]!)).toBe(false);
+      expect(existsSync(dirs[0]!)).toBe(false);
+      expect(readdirSync(join(fg.paths.memoryDir, '.staging'))).toEqual([]);
       const state = new SessionState(engine.state, payload);
       expect(await state.extractCursor()).toEqual({ leafUuid: leaf.leafUuid, leafSeq: leaf.leafSeq });
     }, 90_000);

@@ -37,9 +37,18 @@ export async function readRegularFileBounded(
   try {
     const stat = await handle.stat();
     if (!stat.isFile()) throw new NotARegularFileError(`${path} is not a regular file; it is not read.`);
-    const buffer = Buffer.allocUnsafe(maxBytes + 1);
+    // Sized by what the descriptor says (one read to the end, one to see the end), grown while the file grows,
+    // never past the cap plus the one byte that tells a truncation.
+    const limit = maxBytes + 1;
+    let buffer = Buffer.allocUnsafe(Math.min(limit, stat.size + 1));
     let filled = 0;
-    while (filled < buffer.length) {
+    for (;;) {
+      if (filled === buffer.length) {
+        if (buffer.length >= limit) break;
+        const grown = Buffer.allocUnsafe(Math.min(limit, buffer.length * 2));
+        buffer.copy(grown, 0, 0, filled);
+        buffer = grown;
+      }
       const { bytesRead } = await handle.read(buffer, filled, buffer.length - filled, filled);
       if (bytesRead === 0) break;
       filled += bytesRead;

@@ -301,6 +301,42 @@ export class PostgresStateStore implements StateStore {
     return Object.fromEntries(Object.entries(raw).map(([field, n]) => [field, Number(n)]));
   }
 
+  async joinPresence(key: string, member: string, ttlMs: number): Promise<string[]> {
+    // One statement: the row lock taken by ON CONFLICT serialises concurrent joiners. The row (under its own
+    // key space, `presence:`) maps each member to when its presence runs out (ms, database clock); expired
+    // members are dropped on the way, and the row expires with its longest-lived member.
+    const { rows } = await this.query<{ value: string }>(
+      `WITH clock AS (SELECT floor(extract(epoch FROM now()) * 1000)::bigint AS ms)
+       INSERT INTO ${this.kv} AS cur (key, value, seq, expires_at)
+       VALUES ($1, jsonb_build_object($2::text, (SELECT ms FROM clock) + $3::bigint)::text, NULL,
+               now() + $3::bigint * interval '1 millisecond')
+       ON CONFLICT (key) DO UPDATE SET
+         value = (
+           SELECT (COALESCE(jsonb_object_agg(m.key, m.value), '{}'::jsonb) || EXCLUDED.value::jsonb)::text
+           FROM jsonb_each(CASE WHEN cur.expires_at <= now() THEN '{}'::jsonb ELSE cur.value::jsonb END) AS m
+           WHERE m.key <> $2::text AND m.value::text::bigint > (SELECT ms FROM clock)
+         ),
+         seq = NULL,
+         expires_at = GREATEST(CASE WHEN cur.expires_at > now() THEN cur.expires_at END, EXCLUDED.expires_at)
+       RETURNING value`,
+      [`presence:${key}`, member, Math.max(1, Math.trunc(ttlMs))],
+    );
+    this.maybeSweep();
+    const members = rows[0] ? Object.keys(JSON.parse(rows[0].value) as Record<string, number>) : [];
+    return members.filter((m) => m !== member);
+  }
+
+  async leavePresence(key: string, member: string): Promise<void> {
+    await this.query(`UPDATE ${this.kv} SET value = (value::jsonb - $2::text)::text WHERE key = $1`, [
+      `presence:${key}`,
+      member,
+    ]);
+    // Judged on the row as it is now: a member that joined in between keeps it.
+    await this.query(`DELETE FROM ${this.kv} WHERE key = $1 AND value::jsonb = '{}'::jsonb`, [
+      `presence:${key}`,
+    ]);
+  }
+
   async setIfAbsent(key: string, value: unknown, ttlMs: number): Promise<boolean> {
     const { rowCount } = await this.query(
       `INSERT INTO ${this.kv} AS cur (key, value, seq, expires_at) VALUES ($1, $2, NULL, ${expiry(3)})

@@ -23,6 +23,16 @@ const ADD_COUNTERS = `
 for i = 1, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return 1`;
 
+// KEYS: the members, a sorted set scored by when each one's presence runs out. ARGV: member, ttl.
+const JOIN_PRESENCE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], last[2])
+return redis.call('ZRANGE', KEYS[1], 0, -1)`;
+
 /**
  * How long a fencing counter outlives the last take of its lease, so no state key is unbounded. A counter
  * that expired restarts at 1: safe, because a holder is checked by name and token together, names are unique
@@ -201,6 +211,22 @@ export class RedisStateStore implements StateStore {
   async getCounters(key: string): Promise<Record<string, number>> {
     const raw = await this.redis.hgetall(this.k(`counters:${key}`));
     return Object.fromEntries(Object.entries(raw).map(([field, n]) => [field, Number(n)]));
+  }
+
+  async joinPresence(key: string, member: string, ttlMs: number): Promise<string[]> {
+    const members = (await this.redis.eval(
+      JOIN_PRESENCE,
+      1,
+      this.k(`presence:${key}`),
+      member,
+      String(Math.max(1, Math.trunc(ttlMs))),
+    )) as string[];
+    return members.filter((m) => m !== member);
+  }
+
+  async leavePresence(key: string, member: string): Promise<void> {
+    // An empty sorted set is no key: the last member's removal deletes it.
+    await this.redis.zrem(this.k(`presence:${key}`), member);
   }
 
   async setIfAbsent(key: string, value: unknown, ttlMs: number): Promise<boolean> {

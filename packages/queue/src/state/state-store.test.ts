@@ -69,6 +69,32 @@ describe.each(TEST_BACKENDS)('%s state store', (kind, backend) => {
     expect(await s.getLease('dead')).toBeUndefined();
   });
 
+  it('presence: of members joining at the same instant every one but the first sees another; left and expired members are gone', async () => {
+    const s = await store();
+    const seen = await Promise.all(Array.from({ length: 8 }, (_, i) => s.joinPresence('p', `m${i}`, 5_000)));
+    // One atomic step each: the k-th to join saw the k before it (a read-modify-write lets racers miss each other).
+    expect(seen.map((others) => others.length).sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    // Joining again renews a member; it never counts itself.
+    expect((await s.joinPresence('p', 'm0', 5_000)).sort()).toEqual([
+      'm1',
+      'm2',
+      'm3',
+      'm4',
+      'm5',
+      'm6',
+      'm7',
+    ]);
+    for (let i = 1; i < 8; i++) await s.leavePresence('p', `m${i}`);
+    expect(await s.joinPresence('p', 'm0', 5_000)).toEqual([]);
+    await s.leavePresence('p', 'm0');
+    await s.leavePresence('p', 'never-joined');
+    // A member that died stops counting when its time runs out.
+    await s.joinPresence('q', 'dead', 150);
+    expect(await s.joinPresence('q', 'alive', 5_000)).toEqual(['dead']);
+    await sleep(400);
+    expect(await s.joinPresence('q', 'late', 5_000)).toEqual(['alive']);
+  });
+
   it('moves a versioned value only forward', async () => {
     const s = await store();
     expect(await s.setIfNewer('c', 5, { at: 5 })).toBe(true);

@@ -43,6 +43,14 @@ export interface StateStore {
   addCounters(key: string, deltas: Readonly<Record<string, number>>): Promise<void>;
   /** Every counter under `key` (an empty object when there are none). */
   getCounters(key: string): Promise<Record<string, number>>;
+  /**
+   * Marks `member` present under `key` for `ttlMs` (the store's clock), drops members whose time ran out, and
+   * returns the other members present — one atomic step, so of callers marking at the same instant every one
+   * but the first sees another. The key lives as long as its longest-lived member.
+   */
+  joinPresence(key: string, member: string, ttlMs: number): Promise<string[]>;
+  /** Removes `member` from `key` (the key goes with its last member). */
+  leavePresence(key: string, member: string): Promise<void>;
   /** Sets the key only if absent, with a TTL (throttles). Returns whether it did. */
   setIfAbsent(key: string, value: unknown, ttlMs: number): Promise<boolean>;
   /** Takes the lease if nobody holds a live one; returns it with a fresh fencing token, else undefined. */

@@ -148,4 +148,91 @@ describe.each(WORKER_TEST_BACKENDS)('extraction receipts on %s', (_kind, backend
     expect(await written(service, 'created')).toBe(1);
     expect(await written(service, 'updated')).toBe(1);
   });
+
+  it('two writers at once: each receipt names only the files its own job wrote, never the other’s', async () => {
+    // Two serial extractions of one project run at the same time — workers of two namespaces on one ENGRAM_HOME,
+    // so neither holds the other's writer lease — while the session's own agent saves a memory directly (as the
+    // main agent or the MCP server do, outside any lease). Each fork's before/after window holds all three writes.
+    const alpha = createForeground(scripted.server);
+    const beta = createForeground(scripted.server, { engramHome: alpha.engramHome, cwd: alpha.cwd });
+    scripted.server.route(
+      'parent',
+      (r) => !isExtractionRequest(r.body),
+      () => textReply('Noted.'),
+      {
+        sticky: true,
+      },
+    );
+    const wrote = new Set<string>();
+    let release!: () => void;
+    const bothWrote = new Promise<void>((r) => {
+      release = r;
+    });
+    scripted.server.route(
+      'extract',
+      (r) => isExtractionRequest(r.body),
+      async (r): Promise<ScriptStep> => {
+        const name = JSON.stringify(r.body.messages).includes('remember alpha') ? 'alpha' : 'beta';
+        const last = lastUserText(r.body);
+        if (last.includes('You are now the memory extraction subagent')) {
+          const dir = /the memory directory `([^`]+)`/.exec(last)![1]!;
+          return reply(
+            text('Saving.'),
+            toolUse('Write', {
+              file_path: join(dir, `project_${name}.md`),
+              content: memory(name, `${name} fact`),
+            }),
+          );
+        }
+        wrote.add(name);
+        if (wrote.size === 2) {
+          writeFileSync(
+            join(alpha.paths.memoryDir, 'user_direct.md'),
+            memory('Direct', 'saved by the agent'),
+          );
+          release();
+        }
+        // Neither fork ends before both have written (bounded, so a broken run fails instead of hanging).
+        await Promise.race([bothWrote, new Promise((r) => setTimeout(r, 20_000))]);
+        return textReply('Saved.');
+      },
+      { sticky: true },
+    );
+    const leaves = [await alpha.turn('remember alpha'), await beta.turn('remember beta')];
+    const results: ExtractResult[] = [];
+    await Promise.all(
+      [alpha, beta].map(async (fg, i) => {
+        const ns = uniquePrefix(`receipt-${i}`);
+        backend.cleanUpAfter(ns, closer);
+        const service = await startTestWorkerService({
+          modelUrl: scripted.server.url,
+          engramHome: fg.engramHome,
+          queues: 'extract',
+          closer,
+          backendEnv: backend.env(),
+          namespace: ns,
+          env: { ENGRAM_EXTRACT_STAGED: '0' },
+        });
+        const producer = closer.add(new JobProducer(service.engine));
+        const { jobId } = await producer.enqueue('extract', fg.extractPayload(leaves[i]!));
+        const job = await waitForFinishedJob(producer.queue('extract'), jobId, 60_000);
+        results[i] = job.returnvalue as ExtractResult;
+        // What the foreground shows for the session comes from the same receipt.
+        const receipts = await new SessionState(
+          service.engine.state,
+          fg.extractPayload(leaves[i]!),
+        ).extractReceipts();
+        expect(receipts.flatMap((x) => x.memories.map((m) => m.path))).toEqual([
+          `project_${i === 0 ? 'alpha' : 'beta'}.md`,
+        ]);
+      }),
+    );
+    expect(wrote.size).toBe(2);
+    expect(results[0]!.memories).toEqual([{ path: 'project_alpha.md', type: 'feedback', action: 'created' }]);
+    expect(results[1]!.memories).toEqual([{ path: 'project_beta.md', type: 'feedback', action: 'created' }]);
+    // The agent's own memory is in neither receipt, and was not stamped with either session's id.
+    expect(await fs.readFile(join(alpha.paths.memoryDir, 'user_direct.md'), 'utf8')).toBe(
+      memory('Direct', 'saved by the agent'),
+    );
+  }, 90_000);
 });

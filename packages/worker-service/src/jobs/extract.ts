@@ -17,14 +17,21 @@ import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '@engram/memory-core/paths/memory-
 import { type CanUseTool, memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
 import { buildExtractionPrompt } from '@engram/memory-core/prompts/extraction-prompt';
 import { type ForkOutcome, type ForkPlan, type Receipt, runForkPipeline } from '@engram/memory-work/pipeline';
-import { type CommitHooks, runStagedForkPipeline, STAGING_DIRNAME } from '@engram/memory-work/staged';
+import {
+  type CommitStepHook,
+  removeJobStagingDirs,
+  runStagedForkPipeline,
+  STAGING_DIRNAME,
+  type StagedJournal,
+  settleCoveredStaged,
+} from '@engram/memory-work/staged';
 import { type ExtractJournal, JOURNAL_TTL_MS, journalTransaction } from '@engram/memory-work/transactions';
 import { hashFile } from '@engram/memory-work/tree-hash';
 import { writerHolder } from '@engram/memory-work/writer-turn';
 import type { ExtractPayload, ExtractResult } from '@engram/queue/jobs/extract';
 import { extractQueueConfig } from '@engram/queue/queues/extract.config';
 import { SessionState, type TranscriptCursor } from '@engram/queue/state/session-state';
-import { RESERVED_HOLDER_PREFIX, type StateStore } from '@engram/queue/state/state-store';
+import { RESERVED_HOLDER_PREFIX } from '@engram/queue/state/state-store';
 import { type ProjectScope, projectKey } from '@engram/queue/state/tenant-scope';
 import type { HandlerContext } from '@engram/queue/worker';
 import { PermanentJobError } from '@engram/queue/worker';
@@ -43,8 +50,8 @@ export const EXTRACT_MAX_TURNS = 5;
 
 export interface ExtractDeps extends HandlerDeps {
   client: ModelClient;
-  /** Test seam: a step hook of the staged commit (a throw stands for a kill at that step). */
-  stagedHooks?: CommitHooks;
+  /** Called as each step of a staged commit completes (unset in production; the crash tests stop there). */
+  onCommitStep?: CommitStepHook;
 }
 
 function extractJournalKey(jobId: string | undefined): string {
@@ -98,8 +105,23 @@ export function createExtractHandler(deps: ExtractDeps) {
       usage: { inputTokens: 0, outputTokens: 0, cacheReadInputTokens: 0, cacheCreationInputTokens: 0 },
       deniedToolCalls: 0,
     };
+    const pipelineDeps = {
+      client: deps.client,
+      state: engine.state,
+      metrics,
+      ...(deps.waker ? { waker: deps.waker } : {}),
+    };
+    const writer = { key: projectWriterLeaseKey(payload), ttlMs };
 
     if (cursor && cursor.leafSeq >= target.leafSeq) {
+      // An earlier attempt killed after its staged commit moved the cursor left its journal and copy behind.
+      await settleCoveredStaged(pipelineDeps, {
+        ctx,
+        memoryDir: paths.memoryDir,
+        journalKey: stagedJournalKey(ctx.job.id),
+        writer,
+        ...(deps.onCommitStep ? { onCommitStep: deps.onCommitStep } : {}),
+      });
       return { outcome: 'skipped-stale', ...base, ...nothing };
     }
 
@@ -261,13 +283,6 @@ export function createExtractHandler(deps: ExtractDeps) {
         deniedToolCalls: fork?.deniedCalls.length ?? 0,
       };
     };
-    const pipelineDeps = {
-      client: deps.client,
-      state: engine.state,
-      metrics,
-      ...(deps.waker ? { waker: deps.waker } : {}),
-    };
-    const writer = { key: projectWriterLeaseKey(payload), ttlMs };
     // Staged when asked to always, or (auto) when another extraction of this project is in flight or its writer
     // lease is busy — so this fork need not wait a fork's length for it — and whenever an interrupted staged
     // commit of this job is to be rolled forward. A lone job, and one the lease was handed to, runs serial.
@@ -281,7 +296,8 @@ export function createExtractHandler(deps: ExtractDeps) {
       // The lease handed to this job, or still held by an earlier attempt of it (killed): the serial line.
       const mine = writerHolder('extract', ctx.job.id);
       if (lease?.holder === mine || lease?.holder === `${RESERVED_HOLDER_PREFIX}${mine}`) return false;
-      const others = await markActive(engine.state, activeKey, myId);
+      // One atomic step: of jobs starting at the same instant, every one but the first sees another.
+      const others = (await engine.state.joinPresence(activeKey, myId, ACTIVE_TTL_MS)).length > 0;
       return others || (lease !== undefined && lease.expiresAtMs > Date.now());
     };
 
@@ -304,7 +320,7 @@ export function createExtractHandler(deps: ExtractDeps) {
           memoryDir: paths.memoryDir,
           journalKey: stagedJournalKey(ctx.job.id),
           countsAsMemory: (rel) => !isIndexFile(rel),
-          ...(deps.stagedHooks ? { hooks: deps.stagedHooks } : {}),
+          ...(deps.onCommitStep ? { onCommitStep: deps.onCommitStep } : {}),
           admit: async () => {
             // Under the lease: another job of this session may have covered the range meanwhile.
             const [nowState, nowDisk] = await Promise.all([
@@ -349,6 +365,10 @@ export function createExtractHandler(deps: ExtractDeps) {
         }
         await engine.state.delete(stagedJournalKey(ctx.job.id));
       }
+      // Copies an earlier staged attempt of this job left (killed before its journal entry) are not needed here;
+      // the one a stored staged journal names is (a later staged attempt rolls it forward).
+      const stagedLeft = await engine.state.getJson<StagedJournal>(stagedJournalKey(ctx.job.id));
+      await removeJobStagingDirs(paths.memoryDir, ctx.job.id, stagedLeft?.stagingDir).catch(() => []);
 
       const journal = journalTransaction({
         state: engine.state,
@@ -368,17 +388,23 @@ export function createExtractHandler(deps: ExtractDeps) {
         plan: ({ recovered }) => planFor(paths.memoryDir, recovered),
         commit: async ({ change }) => {
           // Pointer maintenance is mechanical: guarantee it rather than trust the model did step two — for
-          // every memory file this job changed, including what an earlier attempt wrote before being killed.
+          // every memory file this job wrote (its Write/Edit targets), including what an earlier attempt wrote
+          // before being killed. A file another writer changed meanwhile is not this job's to stamp or credit.
           const changed = new Set([...change.created, ...change.updated]);
-          const touched = new Set([...changed, ...journal.intended]);
+          const touched = journal.intended;
           // A file only intended (a refused write, an earlier attempt's) keeps its bytes, so the receipt stays true.
           const now = stamp();
           // Nothing written or meant to be (the usual "nothing to save"): nothing to maintain either.
-          if (touched.size === 0) return false;
+          if (touched.length === 0) return false;
           for (const rel of touched) {
             if (isIndexFile(rel)) continue;
             if (!(await journalFileExists(paths.memoryDir, rel))) continue;
-            await ensureIndexPointer(paths.memoryDir, rel, changed.has(rel) ? { stamp: now } : {});
+            const pointer = await ensureIndexPointer(
+              paths.memoryDir,
+              rel,
+              changed.has(rel) ? { stamp: now } : {},
+            );
+            if (pointer.added || pointer.titleUpdated) journal.credit(indexOf(rel));
           }
         },
         finish: ({ receipt, fork }) => finish(receipt, fork),
@@ -389,7 +415,7 @@ export function createExtractHandler(deps: ExtractDeps) {
       return await extractOn(staged);
     } finally {
       if (config.extractStaged === 'auto')
-        await unmarkActive(engine.state, activeKey, myId).catch(() => undefined);
+        await engine.state.leavePresence(activeKey, myId).catch(() => undefined);
     }
   };
 }
@@ -420,37 +446,12 @@ function stagedAware(policy: CanUseTool, memoryDir: string, root: string): CanUs
   };
 }
 
-/** Extractions of one project in flight (auto mode's signal), job id → until when it counts. */
-interface ActiveExtractions {
-  jobs: Record<string, number>;
-}
+/** How long an extraction counts as in flight for auto mode's signal (a job that died stops counting then). */
 const ACTIVE_TTL_MS = 120_000;
 
-/**
- * Records this job as in flight and says whether another one is. A read-modify-write, so racing jobs may miss
- * each other: it only chooses between two correct paths (a miss runs serial, or parks in the writer line).
- */
-async function markActive(store: StateStore, key: string, id: string): Promise<boolean> {
-  const now = Date.now();
-  const stored = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
-  const jobs = Object.fromEntries(Object.entries(stored).filter(([job, until]) => job !== id && until > now));
-  const others = Object.keys(jobs).length > 0;
-  jobs[id] = now + ACTIVE_TTL_MS;
-  await store.setJson(key, { jobs }, ACTIVE_TTL_MS);
-  if (others) return true;
-  // Read again: a job that marked itself between our read and our write replaced the record — it is there now.
-  const again = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
-  return Object.entries(again).some(([job, until]) => job !== id && until > now);
-}
-
-async function unmarkActive(store: StateStore, key: string, id: string): Promise<void> {
-  const stored = (await store.getJson<ActiveExtractions>(key))?.jobs ?? {};
-  if (!(id in stored)) return;
-  const now = Date.now();
-  const jobs = Object.fromEntries(Object.entries(stored).filter(([job, until]) => job !== id && until > now));
-  if (Object.keys(jobs).length === 0) await store.delete(key);
-  else await store.setJson(key, { jobs }, ACTIVE_TTL_MS);
-}
+/** The index a memory file's pointer lives in. */
+const indexOf = (rel: string) =>
+  rel.startsWith(`${TEAM_DIRNAME}/`) ? `${TEAM_DIRNAME}/${ENTRYPOINT_NAME}` : ENTRYPOINT_NAME;
 
 async function journalFileExists(memoryDir: string, rel: string): Promise<boolean> {
   return fs.stat(join(memoryDir, rel)).then(
