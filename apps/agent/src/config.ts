@@ -8,6 +8,7 @@ import {
   resolveEngramHome,
   type SharedSettings,
   sharedEnvSchema,
+  sharedSettings,
 } from '@engram/config/env';
 import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
 import { parseStoreBindings, type StoreBindings } from '@engram/team-memory/client/protocol';
@@ -115,13 +116,8 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
   }
   const scriptedModel = !e.ANTHROPIC_API_KEY && !e.ANTHROPIC_BASE_URL && !!dev?.scriptedModel;
   return {
+    ...sharedSettings(e, { engramHome, backend }),
     homeDir,
-    engramHome,
-    memoryDirOverride: e.ENGRAM_MEMORY_DIR || undefined,
-    backend,
-    namespace: e.ENGRAM_NAMESPACE,
-    model: e.ENGRAM_MODEL,
-    smallModel: e.ENGRAM_SMALL_MODEL,
     maxOutputTokens: e.ENGRAM_MAX_OUTPUT_TOKENS,
     contextWindow: e.ENGRAM_CONTEXT_WINDOW,
     maxTurns: e.ENGRAM_MAX_TURNS,

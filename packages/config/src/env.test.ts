@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { boolFlag, ConfigError, resolveEngramHome, sharedEnvSchema } from './env.js';
+import { boolFlag, ConfigError, resolveEngramHome, sharedEnvSchema, sharedSettings } from './env.js';
 import { isSessionId, sessionIdSchema } from './session-id.js';
 
 describe('shared configuration', () => {
@@ -12,6 +12,30 @@ describe('shared configuration', () => {
     expect(boolFlag.safeParse('maybe').success).toBe(false);
     expect(sharedEnvSchema.parse({}).ENGRAM_DISABLE_MEMORY).toBe(false);
     expect(sharedEnvSchema.parse({ ENGRAM_DISABLE_MEMORY: 'yes' }).ENGRAM_DISABLE_MEMORY).toBe(true);
+  });
+
+  it('builds the shared settings one way: defaults, an empty memory-dir override as none, the resolved parts', () => {
+    const backend = { kind: 'test' };
+    expect(
+      sharedSettings(sharedEnvSchema.parse({ ENGRAM_MEMORY_DIR: '' }), { engramHome: '/h', backend }),
+    ).toEqual({
+      engramHome: '/h',
+      memoryDirOverride: undefined,
+      backend,
+      namespace: 'engram',
+      model: 'claude-sonnet-5-5',
+      smallModel: 'claude-haiku-5-5',
+    });
+    const e = sharedEnvSchema.parse({
+      ENGRAM_MEMORY_DIR: '/m',
+      ENGRAM_NAMESPACE: 'n1',
+      ENGRAM_SMALL_MODEL: 's',
+    });
+    expect(sharedSettings(e, { engramHome: '/h', backend })).toMatchObject({
+      memoryDirOverride: '/m',
+      namespace: 'n1',
+      smallModel: 's',
+    });
   });
 
   it('resolves ENGRAM_HOME under HOME by default and accepts a directory that does not exist yet', () => {

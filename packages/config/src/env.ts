@@ -68,6 +68,24 @@ export const sharedEnvSchema = z.object({
   ENGRAM_TEAM_MEMORY_STORE: z.string().max(4096).optional(),
 });
 
+/**
+ * The shared settings from a parsed environment, once each process has resolved the two it decides itself (the
+ * home: the agent honours HOME; the backend: the agent may take a running dev stack's).
+ */
+export function sharedSettings<Backend>(
+  e: z.output<typeof sharedEnvSchema>,
+  resolved: { engramHome: string; backend: Backend },
+): SharedSettings<Backend> {
+  return {
+    engramHome: resolved.engramHome,
+    memoryDirOverride: e.ENGRAM_MEMORY_DIR || undefined,
+    backend: resolved.backend,
+    namespace: e.ENGRAM_NAMESPACE,
+    model: e.ENGRAM_MODEL,
+    smallModel: e.ENGRAM_SMALL_MODEL,
+  };
+}
+
 export function describeIssues(error: z.ZodError): string {
   return error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`).join('\n');
 }

@@ -7,6 +7,7 @@ import {
   resolveEngramHome,
   type SharedSettings,
   sharedEnvSchema,
+  sharedSettings,
 } from '@engram/config/env';
 import { type QueueBackendConfig, resolveBackendConfig } from '@engram/queue/backend-config';
 import { JOB_KINDS, type JobKind } from '@engram/queue/catalog';
@@ -150,12 +151,7 @@ export function loadWorkersConfig(env: NodeJS.ProcessEnv = process.env): Workers
     throw new ConfigError(`Invalid worker configuration:\n  ${(error as Error).message}`);
   }
   return {
-    engramHome,
-    memoryDirOverride: e.ENGRAM_MEMORY_DIR || undefined,
-    backend,
-    namespace: e.ENGRAM_NAMESPACE,
-    model: e.ENGRAM_MODEL,
-    smallModel: e.ENGRAM_SMALL_MODEL,
+    ...sharedSettings(e, { engramHome, backend }),
     anthropic: {
       apiKey: e.ANTHROPIC_API_KEY,
       baseURL: e.ANTHROPIC_BASE_URL,
