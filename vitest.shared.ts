@@ -58,10 +58,44 @@ export const END_TO_END_SUITES = [
 // `redis`/`postgres` start a real server once per run (packages/testkit/src/redis-global-setup.ts) for
 // `inject('redisUrl')` / `inject('postgresUrl')`.
 export function engramVitestConfig(
-  options: { redis?: boolean; postgres?: boolean; testTimeout?: number; isolate?: boolean } = {},
+  options: {
+    redis?: boolean;
+    postgres?: boolean;
+    testTimeout?: number;
+    /**
+     * Run a package's test files in one process instead of one process each: `always` for pure unit suites;
+     * `fast` for packages whose fast-tier files leave no process-wide state behind (environment, telemetry,
+     * caches) while some end-to-end files do. Loading the modules once per file is most of a small file's cost.
+     */
+    shareProcess?: 'always' | 'fast';
+    /**
+     * Files (relative to the package) that leave process-wide state behind and need no Redis or PostgreSQL:
+     * while the package shares a process, they run apart, each in a process of its own.
+     */
+    isolatedFiles?: string[];
+  } = {},
 ) {
   const fast = process.env.ENGRAM_TEST_FAST === '1';
+  const shared = options.shareProcess === 'always' || (options.shareProcess === 'fast' && fast);
   const services = { redis: !!options.redis, postgres: !!options.postgres };
+  const apart = shared ? (options.isolatedFiles ?? []) : [];
+  if (apart.length === 0) return packageConfig(options, services, { isolate: !shared });
+  return defineConfig({
+    test: {
+      projects: [
+        packageConfig(options, services, { isolate: false, exclude: apart }),
+        packageConfig(options, { redis: false, postgres: false }, { isolate: true, include: apart }),
+      ],
+    },
+  });
+}
+
+function packageConfig(
+  options: { testTimeout?: number },
+  services: { redis: boolean; postgres: boolean },
+  files: { isolate: boolean; include?: string[]; exclude?: string[] },
+) {
+  const fast = process.env.ENGRAM_TEST_FAST === '1';
   // The temporary-directory setup comes first, so its teardown (removing every temporary file) runs last.
   const globalSetup = [
     fileURLToPath(new URL('./packages/testkit/src/tmp-global-setup.ts', import.meta.url)),
@@ -79,10 +113,17 @@ export function engramVitestConfig(
       },
     },
     test: {
-      include: ['src/**/*.test.ts'],
+      // Split into two projects (see `isolatedFiles`): the shared one runs first, then the files kept apart.
+      ...(files.include
+        ? { name: 'apart', sequence: { groupOrder: 1 } }
+        : files.exclude
+          ? { name: 'shared', sequence: { groupOrder: 0 } }
+          : {}),
+      include: files.include ?? ['src/**/*.test.ts'],
       // `npm run test:fast` (ENGRAM_TEST_FAST=1): this package's suites without the end-to-end tier.
       exclude: [
         ...configDefaults.exclude,
+        ...(files.exclude ?? []),
         ...(fast
           ? END_TO_END_SUITES.map((path) => relative(process.cwd(), `${ROOT}${path}`)).filter(
               (path) => !path.startsWith('..'),
@@ -95,9 +136,7 @@ export function engramVitestConfig(
       testTimeout: options.testTimeout ?? 20_000,
       hookTimeout: 30_000,
       pool: 'forks',
-      // Each test file in a fresh process unless a package opts out (`isolate: false`: pure unit suites that
-      // touch no process-wide state, where loading the modules once per file is most of the cost).
-      isolate: options.isolate ?? true,
+      isolate: files.isolate,
       // A package's integration suites mostly wait (on Redis, PostgreSQL, the scripted model, lease timers): in
       // the fast loop two of its files run at a time even on 2 cores (Vitest's default there is one), so the
       // longest packages are not a serial tail. CPU-bound unit packages keep the default.
