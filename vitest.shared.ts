@@ -24,6 +24,8 @@ export const END_TO_END_SUITES = [
   'apps/agent/src/dev-stack-ports.test.ts', // process: restarts the built dev stack
   'apps/agent/src/dev-stack-restart.test.ts', // process: the built dev stack restarted under serve and chat
   'apps/agent/src/state-keys-ttl.test.ts', // process: a whole session through the built CLI, then every key
+  'apps/agent/src/dream.test.ts', // process: `engram dream --force`, `memory history` and `restore` as processes
+  'apps/agent/src/chat-serve.test.ts', // process: the built `engram chat` REPL driven through its stdin
   'apps/agent/src/mcp-stdio.test.ts', // process: spawns `engram mcp`
   'apps/agent/src/commands/hook-entry.test.ts', // process: `engram hook` processes and their background processes
   'apps/agent/src/claude-code-e2e.test.ts', // process: the real Claude Code binary with the plugin, hooks and workers

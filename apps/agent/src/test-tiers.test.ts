@@ -14,6 +14,30 @@ describe('test tiers', () => {
     for (const path of END_TO_END_SUITES) expect(existsSync(join(ROOT, path)), path).toBe(true);
   });
 
+  it('every suite that runs the built CLI or workers is in the end-to-end tier (the fast loop does not build)', () => {
+    const listed = new Set<string>(END_TO_END_SUITES);
+    const needsBuild: string[] = [];
+    for (const group of ['packages', 'apps']) {
+      for (const name of readdirSync(join(ROOT, group))) {
+        const src = join(ROOT, group, name, 'src');
+        if (!existsSync(src)) continue;
+        for (const file of readdirSync(src, { recursive: true }).map(String)) {
+          const path = `${group}/${name}/src/${file}`;
+          // (This file names the markers it looks for.)
+          if (!file.endsWith('.test.ts') || path === 'apps/agent/src/test-tiers.test.ts') continue;
+          if (
+            /\b(ENGRAM_BIN|WORKER_BIN|assertBuilt|assertWorkerBuilt)\b/.test(
+              readFileSync(join(ROOT, path), 'utf8'),
+            )
+          )
+            needsBuild.push(path);
+        }
+      }
+    }
+    expect(needsBuild.length).toBeGreaterThan(5);
+    expect(needsBuild.filter((path) => !listed.has(path))).toEqual([]);
+  });
+
   it('every workspace that has tests runs them in the fast loop too (a `test:fast` script beside `test`)', () => {
     const missing: string[] = [];
     for (const group of ['packages', 'apps']) {
