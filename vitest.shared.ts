@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig } from 'vitest/config';
@@ -5,31 +6,53 @@ import { configDefaults, defineConfig } from 'vitest/config';
 const ROOT = fileURLToPath(new URL('./', import.meta.url));
 
 /**
- * The suites `npm run test:fast` leaves out (`npm test` runs them all): those that clone the repository, start
- * built processes, drive a browser or another program's binary, or kill processes — the end-to-end tier. Paths
- * from the repository root; `test-tiers.test.ts` (apps/agent) checks that each exists.
+ * The end-to-end tier: the suites `npm run test:fast` leaves out (`npm test` runs them all). A suite belongs here
+ * when it does one of these — everything else (unit tests, and integration tests in this process against the
+ * run's Redis, PostgreSQL and scripted model server) is fast:
+ * - `install`: clones or installs the repository;
+ * - `process`: runs the built CLI or workers as processes, another program's binary (Claude Code, Chromium),
+ *   or servers of its own (Redis topologies, PostgreSQL launches);
+ * - `crash`: kills, stops or restarts a process or server mid-test (SIGKILL, engine outages);
+ * - `soak`: a load, a long session or a race against another process, repeated to show a bound holds.
+ * Paths from the repository root; `test-tiers.test.ts` (apps/agent) checks that each exists.
  */
 export const END_TO_END_SUITES = [
-  'apps/agent/src/fresh-clone.test.ts', // clones the repository and installs it
-  'apps/agent/src/first-run.test.ts', // runs `npm run dev` / the built CLI as a new user would
-  'apps/agent/src/zero-install.test.ts', // the stack with nothing but Node (embedded PostgreSQL)
-  'apps/agent/src/cli.test.ts', // the CLI as processes
-  'apps/agent/src/dev-stack-ports.test.ts', // restarts the built dev stack
-  'apps/agent/src/mcp-stdio.test.ts', // spawns `engram mcp`
-  'apps/agent/src/commands/hook-entry.test.ts', // `engram hook` processes and their background processes
-  'apps/agent/src/claude-code-e2e.test.ts', // the real Claude Code binary with the plugin, hooks and workers
-  'apps/agent/src/telemetry.test.ts', // a served turn with workers, exported to an OTLP receiver
-  'apps/agent/src/server/memory-stores.test.ts', // the SDK against engram serve on PostgreSQL
-  'apps/agent/src/server/mcp-route.test.ts', // the MCP client against engram serve
-  'apps/agent/src/sandbox.test.ts', // `engram sandbox` processes under bubblewrap
-  'apps/agent/src/server/hosted-app.test.ts', // engram serve + workers end to end
-  'apps/agent/src/server/compose.test.ts', // the compose file against the built images' contract
-  'apps/workers/src/jobs/extract-crash.test.ts', // SIGKILLs worker processes mid-job
-  'apps/workers/src/jobs/dream-processes.test.ts', // dream workers as processes
-  'packages/worker-service/src/jobs/extract-staged-kill.test.ts', // SIGKILLs processes at every staged commit step
-  'packages/worker-service/src/redis-topologies.test.ts', // Redis Cluster, Sentinel and TLS servers
-  'packages/worker-service/src/http/memory-browser.test.ts', // headless Chromium
-  'packages/agent-sdk/src/query.test.ts', // the Agent SDK's bundled Claude Code binary
+  'apps/agent/src/fresh-clone.test.ts', // install: clones the repository and installs it
+  'apps/agent/src/first-run.test.ts', // install: runs `npm run dev` / the built CLI as a new user would
+  'apps/agent/src/zero-install.test.ts', // process: the stack with nothing but Node (embedded PostgreSQL)
+  'apps/agent/src/cli.test.ts', // process: the CLI as processes
+  'apps/agent/src/dev-stack-ports.test.ts', // process: restarts the built dev stack
+  'apps/agent/src/dev-stack-restart.test.ts', // process: the built dev stack restarted under serve and chat
+  'apps/agent/src/state-keys-ttl.test.ts', // process: a whole session through the built CLI, then every key
+  'apps/agent/src/dream.test.ts', // process: `engram dream --force`, `memory history` and `restore` as processes
+  'apps/agent/src/chat-serve.test.ts', // process: the built `engram chat` REPL driven through its stdin
+  'apps/agent/src/mcp-stdio.test.ts', // process: spawns `engram mcp`
+  'apps/agent/src/commands/hook-entry.test.ts', // process: `engram hook` processes and their background processes
+  'apps/agent/src/claude-code-e2e.test.ts', // process: the real Claude Code binary with the plugin, hooks and workers
+  'apps/agent/src/telemetry.test.ts', // process: a served turn with workers, exported to an OTLP receiver
+  'apps/agent/src/telemetry-processes.test.ts', // process: serve and workers as processes, one trace across them
+  'apps/agent/src/server/memory-stores.test.ts', // process: the SDK against engram serve on PostgreSQL
+  'apps/agent/src/server/mcp-route.test.ts', // process: the MCP client against engram serve
+  'apps/agent/src/sandbox.test.ts', // process: `engram sandbox` processes under bubblewrap
+  'apps/agent/src/server/hosted-app.test.ts', // process: engram serve + workers end to end
+  'apps/agent/src/server/compose.test.ts', // process: the compose file against the built images' contract
+  'apps/agent/src/server/served-policy.test.ts', // soak: 1,000 writes each against a process flipping a symlink
+  'apps/agent/src/commands/hook.test.ts', // crash: Redis stopped under `engram hook`, then the sweep recovers
+  'apps/agent/src/memory/memory-outbox.test.ts', // crash: Redis stopped and restarted under turns
+  'apps/workers/src/jobs/extract-crash.test.ts', // crash: SIGKILLs worker processes mid-job, restarts the engine
+  'apps/workers/src/jobs/extract-staged-crash.test.ts', // crash: SIGKILLs staged worker processes mid-commit
+  'apps/workers/src/jobs/dream-processes.test.ts', // process: dream workers as processes
+  'packages/queue/src/embedded-postgres.test.ts', // process: launches embedded PostgreSQL servers, as root too
+  'packages/queue/src/outage.test.ts', // crash: the engine's server stopped and restarted under workers
+  'packages/queue/src/state/postgres-state-store-outage.test.ts', // crash: PostgreSQL stopped mid-call
+  'packages/queue/src/state/redis-state-store-outage.test.ts', // crash: Redis stopped and restarted
+  'packages/worker-service/src/redis-topologies.test.ts', // process: Redis Cluster, Sentinel and TLS servers
+  'packages/worker-service/src/http/memory-browser.test.ts', // process: headless Chromium
+  'packages/worker-service/src/concurrency.test.ts', // soak: 120 extraction forks at once in one process
+  'packages/worker-service/src/jobs/session-memory-tokens.test.ts', // soak: two scripted 200-turn sessions
+  'packages/agent-runtime/src/tools/search-race.test.ts', // soak: 4,000 searches against a process flipping a link
+  'packages/agent-sdk/src/query.test.ts', // process: the Agent SDK's bundled Claude Code binary
+  'packages/worker-service/src/jobs/extract-staged-kill.test.ts', // crash: SIGKILLs processes at every staged commit step
 ] as const;
 
 // Tests resolve workspace packages to their TypeScript sources (the `source` export condition), so a
@@ -38,9 +61,44 @@ export const END_TO_END_SUITES = [
 // `redis`/`postgres` start a real server once per run (packages/testkit/src/redis-global-setup.ts) for
 // `inject('redisUrl')` / `inject('postgresUrl')`.
 export function engramVitestConfig(
-  options: { redis?: boolean; postgres?: boolean; testTimeout?: number } = {},
+  options: {
+    redis?: boolean;
+    postgres?: boolean;
+    testTimeout?: number;
+    /**
+     * Run a package's test files in one process instead of one process each: `always` for pure unit suites;
+     * `fast` for packages whose fast-tier files leave no process-wide state behind (environment, telemetry,
+     * caches) while some end-to-end files do. Loading the modules once per file is most of a small file's cost.
+     */
+    shareProcess?: 'always' | 'fast';
+    /**
+     * Files (relative to the package) that leave process-wide state behind and need no Redis or PostgreSQL:
+     * while the package shares a process, they run apart, each in a process of its own.
+     */
+    isolatedFiles?: string[];
+  } = {},
 ) {
+  const fast = process.env.ENGRAM_TEST_FAST === '1';
+  const shared = options.shareProcess === 'always' || (options.shareProcess === 'fast' && fast);
   const services = { redis: !!options.redis, postgres: !!options.postgres };
+  const apart = shared ? (options.isolatedFiles ?? []) : [];
+  if (apart.length === 0) return packageConfig(options, services, { isolate: !shared });
+  return defineConfig({
+    test: {
+      projects: [
+        packageConfig(options, services, { isolate: false, exclude: apart }),
+        packageConfig(options, { redis: false, postgres: false }, { isolate: true, include: apart }),
+      ],
+    },
+  });
+}
+
+function packageConfig(
+  options: { testTimeout?: number },
+  services: { redis: boolean; postgres: boolean },
+  files: { isolate: boolean; include?: string[]; exclude?: string[] },
+) {
+  const fast = process.env.ENGRAM_TEST_FAST === '1';
   // The temporary-directory setup comes first, so its teardown (removing every temporary file) runs last.
   const globalSetup = [
     fileURLToPath(new URL('./packages/testkit/src/tmp-global-setup.ts', import.meta.url)),
@@ -58,11 +116,18 @@ export function engramVitestConfig(
       },
     },
     test: {
-      include: ['src/**/*.test.ts'],
+      // Split into two projects (see `isolatedFiles`): the shared one runs first, then the files kept apart.
+      ...(files.include
+        ? { name: 'apart', sequence: { groupOrder: 1 } }
+        : files.exclude
+          ? { name: 'shared', sequence: { groupOrder: 0 } }
+          : {}),
+      include: files.include ?? ['src/**/*.test.ts'],
       // `npm run test:fast` (ENGRAM_TEST_FAST=1): this package's suites without the end-to-end tier.
       exclude: [
         ...configDefaults.exclude,
-        ...(process.env.ENGRAM_TEST_FAST === '1'
+        ...(files.exclude ?? []),
+        ...(fast
           ? END_TO_END_SUITES.map((path) => relative(process.cwd(), `${ROOT}${path}`)).filter(
               (path) => !path.startsWith('..'),
             )
@@ -74,6 +139,13 @@ export function engramVitestConfig(
       testTimeout: options.testTimeout ?? 20_000,
       hookTimeout: 30_000,
       pool: 'forks',
+      isolate: files.isolate,
+      // A package's integration suites mostly wait (on Redis, PostgreSQL, the scripted model, lease timers): in
+      // the fast loop two of its files run at a time even on 2 cores (Vitest's default there is one), so the
+      // longest packages are not a serial tail. CPU-bound unit packages keep the default.
+      ...(fast && (services.redis || services.postgres)
+        ? { maxWorkers: Math.max(2, availableParallelism() - 1) }
+        : {}),
     },
   });
 }

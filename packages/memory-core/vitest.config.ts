@@ -1,3 +1,4 @@
 import { engramVitestConfig } from '../../vitest.shared.js';
 
-export default engramVitestConfig();
+// Pure unit suites (no Redis, no process-wide state): one process loads the modules for every file.
+export default engramVitestConfig({ shareProcess: 'always' });

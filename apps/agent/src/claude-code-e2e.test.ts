@@ -18,9 +18,9 @@ import { claudeCodeEnv, ensureClaudeCode } from '@engram/testkit/claude-code';
 import type { RecordedRequest } from '@engram/testkit/model-server';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { startPrivateRedis } from '@engram/testkit/private-redis';
-import { jsonReply, reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
+import { jsonReply, reply, type ScriptStep, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
-import { isExtractionRequest, lastUserText } from '@engram/worker-service/testing/foreground.test-helpers';
+import { scriptExtractionFork } from '@engram/worker-service/testing/foreground.test-helpers';
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { describe, expect, it } from 'vitest';
 
@@ -113,36 +113,15 @@ function scriptWorkers(forks: string[]): void {
       }),
     { sticky: true },
   );
-  scripted.server.route(
-    'extract',
-    (r) => isExtractionRequest(r.body),
-    (r): ScriptStep => {
-      const instruction = lastUserText(r.body);
-      if (!instruction.includes('You are now the memory extraction subagent')) return textReply('Saved.');
-      const memoryDir = /the memory directory `([^`]+)`/.exec(instruction)?.[1];
-      if (!memoryDir) throw new Error('no memory directory in the instruction');
-      const all = bodyText(r);
-      forks.push(
-        all.includes('staging is in region fra')
-          ? 'staging'
-          : all.includes('Remember that we deploy to region ams')
-            ? 'deploy'
-            : 'other',
-      );
-      if (all.includes('staging is in region fra'))
-        return reply(
-          text('Saving.'),
-          toolUse('Write', { file_path: join(memoryDir, 'project_staging.md'), content: STAGING }),
-        );
-      if (all.includes('Remember that we deploy to region ams'))
-        return reply(
-          text('Saving.'),
-          toolUse('Write', { file_path: join(memoryDir, 'project_deploy.md'), content: DEPLOY }),
-        );
-      return textReply('Nothing new to save.');
-    },
-    { sticky: true },
-  );
+  scriptExtractionFork(scripted.server, (_memoryDir, r) => {
+    const all = bodyText(r);
+    const staging = all.includes('staging is in region fra');
+    const deploy = all.includes('Remember that we deploy to region ams');
+    forks.push(staging ? 'staging' : deploy ? 'deploy' : 'other');
+    if (staging) return { file: 'project_staging.md', content: STAGING };
+    if (deploy) return { file: 'project_deploy.md', content: DEPLOY };
+    return undefined;
+  });
 }
 
 /** The text of the search tool's result in a request to the model, if it carries one. */

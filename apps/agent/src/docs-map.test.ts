@@ -43,6 +43,12 @@ interface CodeIndex {
   packages: Set<string>;
   /** Every identifier that occurs in a source, script or config file. */
   words: Set<string>;
+  /** The `ENGRAM_*` names code reads: in a source or script that is not a test, or a compose `${…}` interpolation. */
+  readEnv: Set<string>;
+  /** Every npm script name of the root and the workspaces. */
+  scripts: Set<string>;
+  /** A class, interface or type declared in the code → the text of the files declaring it. */
+  declared: Map<string, string[]>;
 }
 
 function buildIndex(root: string): CodeIndex {
@@ -50,6 +56,9 @@ function buildIndex(root: string): CodeIndex {
   const suffixes = new Set<string>();
   const packages = new Set<string>();
   const words = new Set<string>();
+  const readEnv = new Set<string>();
+  const scripts = new Set<string>();
+  const declared = new Map<string, string[]>();
   for (const abs of walk(root)) {
     const rel = relative(root, abs).split('\\').join('/');
     const parts = rel.split('/');
@@ -60,8 +69,12 @@ function buildIndex(root: string): CodeIndex {
     }
     if (parts.at(-1) === 'package.json') {
       try {
-        const name = (JSON.parse(readFileSync(abs, 'utf8')) as { name?: string }).name;
-        if (name) packages.add(name);
+        const manifest = JSON.parse(readFileSync(abs, 'utf8')) as {
+          name?: string;
+          scripts?: Record<string, string>;
+        };
+        if (manifest.name) packages.add(manifest.name);
+        for (const script of Object.keys(manifest.scripts ?? {})) scripts.add(script);
       } catch {
         // not a package manifest we can read
       }
@@ -73,10 +86,21 @@ function buildIndex(root: string): CodeIndex {
       rel === '.ci/run'
     ) {
       if (statSync(abs).size > 2_000_000) continue;
-      for (const m of readFileSync(abs, 'utf8').matchAll(/[A-Za-z_$][\w$]*/g)) words.add(m[0]);
+      const text = readFileSync(abs, 'utf8');
+      for (const m of text.matchAll(/[A-Za-z_$][\w$]*/g)) words.add(m[0]);
+      for (const m of text.matchAll(/\b(?:class|interface|type)\s+([A-Z]\w*)/g)) {
+        declared.set(m[1] as string, [...(declared.get(m[1] as string) ?? []), text]);
+      }
+      const isTest = /\.test(?:-helpers)?\.ts$/.test(abs) || rel.startsWith('packages/testkit/');
+      const reads = /\.ya?ml$/.test(abs)
+        ? text.matchAll(/\$\{(ENGRAM_[A-Z0-9_]+)/g)
+        : isTest || /\.json$/.test(abs)
+          ? []
+          : text.matchAll(/\b(ENGRAM_[A-Z0-9_]+)/g);
+      for (const m of reads) readEnv.add(m[1] as string);
     }
   }
-  return { paths, suffixes, packages, words };
+  return { paths, suffixes, packages, words, readEnv, scripts, declared };
 }
 
 /** Backticked spans of Markdown, outside fenced code blocks. */
@@ -96,7 +120,13 @@ function backticked(markdown: string): string[] {
 
 // A camelCase or PascalCase code name, optionally called (`runForkPipeline`, `EngramError`, `prepareUnattended()`).
 const CODE_NAME = /^([a-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?:\(\))?$/;
+// `MemoryQueue.afterTurn`, `StateStore.acquireLeaseInTurn()`: a type (with a lower-case letter, so not `MEMORY.md`)
+// and one of its members.
+const MEMBER_NAME = /^([A-Z][a-z0-9]\w*)\.([a-z]\w*)(?:\(\))?$/;
 const ENV_NAME = /^ENGRAM_[A-Z0-9_]+$/;
+
+/** A BENCHMARKS.md table row is one short line; the explanation goes below the table. */
+const MAX_BENCHMARK_ROW = 250;
 
 const TOP_DIRS = /^(?:packages|apps|bench|docs|scripts|\.ci)\//;
 const CODE_FILE = /\.(?:ts|js|mjs|sh)$/;
@@ -137,8 +167,100 @@ function staleMentions(markdown: string, index: CodeIndex, options: { names?: bo
       continue;
     }
     if (options.names === false || raw.includes('/')) continue;
+    // `Type.member`: a member of a type the code declares must occur in a file declaring it.
+    const member = raw.match(MEMBER_NAME);
+    if (member) {
+      const [, type = '', name = ''] = member;
+      const files = index.declared.get(type);
+      if (files ? !files.some((text) => new RegExp(`\\b${name}\\b`).test(text)) : !index.words.has(type))
+        stale.push(raw);
+      continue;
+    }
     const name = raw.replace(/\(\)$/, '');
-    if ((CODE_NAME.test(raw) || ENV_NAME.test(raw)) && !index.words.has(name)) stale.push(raw);
+    // A setting the docs name must be one the code reads (a name only tests or docs use configures nothing).
+    if (ENV_NAME.test(raw) ? !index.readEnv.has(name) : CODE_NAME.test(raw) && !index.words.has(name))
+      stale.push(raw);
+  }
+  return stale;
+}
+
+/** `engram` CLI commands as `bin/engram.ts` declares them: each command's options and, for a group, its subcommands. */
+interface CliCommand {
+  options: Set<string>;
+  subcommands: Map<string, Set<string>>;
+}
+
+const CLI_SOURCE = 'apps/agent/src/bin/engram.ts';
+
+/**
+ * Reads the command tree from commander's calls in the CLI source: `program.command('run')`, a group
+ * `const memory = program.command('memory')` and its `memory.command('list')`, and a group's subcommands made in a
+ * loop (`for (const [name, …] of [['status', …], …]) team.command(name)`). A command's options are the flags of
+ * the `.option(…)` calls up to the next `.command(`.
+ */
+function cliOf(source: string): Map<string, CliCommand> {
+  const groups = new Map<string, string>();
+  for (const m of source.matchAll(/const (\w+) = program\s*\.command\('([\w-]+)'/g))
+    groups.set(m[1] as string, m[2] as string);
+  const calls = [...source.matchAll(/(\w+)\s*\.command\((?:'([\w-]+)[^']*'|(\w+))\)/g)];
+  const commands = new Map<string, CliCommand>();
+  calls.forEach((m, i) => {
+    const segment = source.slice(m.index, calls[i + 1]?.index ?? source.length);
+    const options = new Set<string>();
+    for (const o of segment.matchAll(/'(?:-([A-Za-z]), )?(--[a-z][\w-]*)/g)) {
+      options.add(o[2] as string);
+      if (o[1]) options.add(`-${o[1]}`);
+    }
+    let names = m[2] ? [m[2]] : [];
+    if (m[3]) {
+      // The loop that names this group's subcommands: the tuples' first strings.
+      const loop = source.lastIndexOf('for (const [', m.index);
+      names = [...source.slice(loop, m.index).matchAll(/\[\s*'([\w-]+)'/g)].map((n) => n[1] as string);
+    }
+    const group = groups.get(m[1] as string);
+    for (const name of names) {
+      if (m[1] === 'program') commands.set(name, { options, subcommands: new Map() });
+      else if (group) commands.get(group)?.subcommands.set(name, options);
+    }
+  });
+  return commands;
+}
+
+const GLOBAL_OPTIONS = new Set(['--help', '-h', '--version', '-V']);
+
+/** `engram …` spans naming a command, subcommand or option the CLI does not have. */
+function staleCommands(markdown: string, cli: Map<string, CliCommand>): string[] {
+  const stale: string[] = [];
+  for (const raw of backticked(markdown)) {
+    const words = raw.replace(/^npx /, '').replace(/\\\|/g, '|').split(/\s+/);
+    if (words[0] !== 'engram' || words.length < 2 || words[1] === '…') continue;
+    const [, name = '', sub] = words;
+    let options: Set<string> | undefined;
+    if (name.startsWith('-')) options = new Set();
+    else {
+      const command = cli.get(name);
+      options = command?.options;
+      if (command && command.subcommands.size > 0 && sub && /^[a-z][\w|-]*$/.test(sub)) {
+        const subs = sub.split('|').map((s) => command.subcommands.get(s));
+        options = subs.every(Boolean) ? new Set(subs.flatMap((o) => [...(o as Set<string>)])) : undefined;
+      }
+    }
+    const flags = words.map((w) => w.replace(/^\[/, '').match(/^--?[A-Za-z][\w-]*/)?.[0]).filter(Boolean);
+    if (!options || flags.some((f) => !options.has(f as string) && !GLOBAL_OPTIONS.has(f as string)))
+      stale.push(raw);
+  }
+  return stale;
+}
+
+/** `npm run <script>` and `bench:<name>` spans naming a script no package.json has. */
+function staleScripts(markdown: string, index: CodeIndex): string[] {
+  const stale: string[] = [];
+  for (const raw of backticked(markdown)) {
+    const named = [...raw.matchAll(/\bnpm run ([\w:-]+)/g)].map((m) => m[1] as string);
+    if (/^bench:[\w-]+$/.test(raw)) named.push(raw);
+    const workspaces = [...raw.matchAll(/-w (@engram\/[\w-]+)/g)].map((m) => m[1] as string);
+    if (named.some((n) => !index.scripts.has(n)) || workspaces.some((w) => !index.packages.has(w)))
+      stale.push(raw);
   }
   return stale;
 }
@@ -154,15 +276,81 @@ function mapDocs(root: string): string[] {
 describe('the docs are a map that stays true', () => {
   const index = buildIndex(ROOT);
 
-  it('every path, package and code name a doc writes in backticks exists', () => {
+  const cli = cliOf(readFileSync(join(ROOT, CLI_SOURCE), 'utf8'));
+
+  /** Everything a doc's text states that the code does not have. */
+  const staleIn = (markdown: string, options: { names?: boolean } = {}) => [
+    ...staleMentions(markdown, index, options),
+    ...staleCommands(markdown, cli),
+    ...staleScripts(markdown, index),
+  ];
+
+  it('every path, package, code name, setting, CLI command and npm script a doc writes in backticks exists', () => {
     const problems: string[] = [];
     for (const doc of mapDocs(ROOT)) {
       const names = !PATHS_ONLY_DOCS.has(doc);
-      for (const stale of staleMentions(readFileSync(join(ROOT, doc), 'utf8'), index, { names })) {
+      for (const stale of staleIn(readFileSync(join(ROOT, doc), 'utf8'), { names })) {
         problems.push(`${doc}: \`${stale}\``);
       }
     }
     expect(problems).toEqual([]);
+  });
+
+  it('a stale name planted in a copy of a real doc is reported, and only it', () => {
+    const doc = readFileSync(join(ROOT, 'ARCHITECTURE.md'), 'utf8');
+    expect(staleIn(doc)).toEqual([]);
+    const planted = doc.replace(
+      '## Job map',
+      'Renamed since: `runForkPipelineGone`, `MemoryQueue.afterTurnGone`, `ENGRAM_NEVER_READ`, `engram team sync`, `npm run bench:gone`.\n\n## Job map',
+    );
+    expect(planted).not.toBe(doc);
+    expect(staleIn(planted)).toEqual([
+      'runForkPipelineGone',
+      'MemoryQueue.afterTurnGone',
+      'ENGRAM_NEVER_READ',
+      'engram team sync',
+      'npm run bench:gone',
+    ]);
+  });
+
+  it('reads the CLI from its source: commands, group subcommands (literal and looped) and options', () => {
+    expect([...cli.keys()]).toEqual(
+      expect.arrayContaining(['run', 'memory', 'team', 'tenants', 'serve', 'hook']),
+    );
+    expect([...(cli.get('team')?.subcommands.keys() ?? [])].sort()).toEqual(['pull', 'push', 'status']);
+    expect(cli.get('memory')?.subcommands.get('history')?.has('--json')).toBe(true);
+    expect(cli.get('run')?.options).toEqual(
+      new Set(['-p', '--prompt', '--session', '--cwd', '--output-format', '--allowed-tools']),
+    );
+    expect(
+      staleCommands(
+        [
+          'Real: `engram run -p "<p>" [--session <id>]`, `engram memory list\\|path [--json]`, `engram team status|pull`,',
+          '`npx engram demo`, `engram --version`, `engram hook Stop`.',
+          'Stale: `engram sync`, `engram team fetch`, `engram run --no-such-flag`, `engram memory list --force`.',
+        ].join('\n'),
+        cli,
+      ),
+    ).toEqual([
+      'engram sync',
+      'engram team fetch',
+      'engram run --no-such-flag',
+      'engram memory list --force',
+    ]);
+  });
+
+  it('names every top-level CLI command in the README', () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const named = new Set(backticked(readme).map((span) => span.match(/^(?:npx )?engram ([a-z-]+)/)?.[1]));
+    expect([...cli.keys()].filter((command) => !named.has(command))).toEqual([]);
+  });
+
+  it('ARCHITECTURE.md is a map of at most 200 lines, and every BENCHMARKS.md table row is one short line', () => {
+    expect(readFileSync(join(ROOT, 'ARCHITECTURE.md'), 'utf8').split('\n').length).toBeLessThanOrEqual(200);
+    const long = readFileSync(join(ROOT, 'BENCHMARKS.md'), 'utf8')
+      .split('\n')
+      .filter((line) => line.startsWith('|') && line.length > MAX_BENCHMARK_ROW);
+    expect(long.map((line) => `${line.slice(0, 60)}… (${line.length} characters)`)).toEqual([]);
   });
 
   it('catches a planted stale path, package and name (and accepts real ones)', () => {

@@ -10,7 +10,10 @@ import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { startPrivateRedis } from '@engram/testkit/private-redis';
 import { jsonReply, reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
-import { isExtractionRequest, lastUserText } from '@engram/worker-service/testing/foreground.test-helpers';
+import {
+  isExtractionRequest,
+  scriptExtractionFork,
+} from '@engram/worker-service/testing/foreground.test-helpers';
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { describe, expect, it } from 'vitest';
 import { engramHooks } from './hooks.js';
@@ -39,22 +42,10 @@ function bodyText(r: RecordedRequest): string {
 }
 
 function scriptWorkers(runs: { extract: number; select: number }) {
-  scripted.server.route(
-    'extract',
-    (r) => isExtractionRequest(r.body),
-    (r): ScriptStep => {
-      const instruction = lastUserText(r.body);
-      if (!instruction.includes('You are now the memory extraction subagent')) return textReply('Saved.');
-      const memoryDir = /the memory directory `([^`]+)`/.exec(instruction)?.[1];
-      if (!memoryDir) throw new Error('no memory directory in the instruction');
-      runs.extract++;
-      return reply(
-        text('Saving.'),
-        toolUse('Write', { file_path: join(memoryDir, 'project_deploy.md'), content: FACT }),
-      );
-    },
-    { sticky: true },
-  );
+  scriptExtractionFork(scripted.server, () => {
+    runs.extract++;
+    return { file: 'project_deploy.md', content: FACT };
+  });
   scripted.server.route(
     'selector',
     isSelector,

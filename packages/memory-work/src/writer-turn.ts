@@ -54,12 +54,7 @@ export async function takeWriterTurn(
 ): Promise<WriterTurn> {
   const holder = writerHolder(opts.kind, ctx.job.id);
   const ttlMs = Math.min(opts.ttlMs, WRITER_LEASE_MAX_TTL_MS);
-  const turn = await holdLeaseInTurn(store, opts.key, {
-    ttlMs,
-    holder,
-    reserveMs: HANDOFF_RESERVE_MS,
-    waiterTtlMs: WAITER_TTL_MS,
-  });
+  const turn = await takeTurn(store, opts.key, holder, ttlMs);
   if (turn.held) return wrap(turn.held, waker);
   await opts.onBusy?.();
   // First in line: wake up when the holder's lease would run out (it is woken earlier by the hand-off; this
@@ -73,6 +68,16 @@ export async function takeWriterTurn(
     await waker?.wake(opts.kind, ctx.job.id).catch(() => false);
   }
   throw parked;
+}
+
+/** One try for the writer lease in FIFO turn, with the writer line's hand-off reserve and waiter TTL. */
+function takeTurn(store: StateStore, key: string, holder: string, ttlMs: number) {
+  return holdLeaseInTurn(store, key, {
+    ttlMs,
+    holder,
+    reserveMs: HANDOFF_RESERVE_MS,
+    waiterTtlMs: WAITER_TTL_MS,
+  });
 }
 
 function wrap(held: HeldTurnLease, waker: JobWaker | undefined): WriterTurn {
@@ -109,12 +114,7 @@ export async function waitWriterTurn(
   let pause = 25;
   for (;;) {
     if (opts.signal?.aborted) throw new WriterBusyError(opts.key, 'the job was stopped');
-    const turn = await holdLeaseInTurn(store, opts.key, {
-      ttlMs,
-      holder,
-      reserveMs: HANDOFF_RESERVE_MS,
-      waiterTtlMs: WAITER_TTL_MS,
-    });
+    const turn = await takeTurn(store, opts.key, holder, ttlMs);
     if (turn.held) return wrap(turn.held, waker);
     if (Date.now() >= deadline) throw new WriterBusyError(opts.key, 'the wait for the commit turn ran out');
     await new Promise((r) => setTimeout(r, pause));

@@ -7,9 +7,8 @@ import { resolveEngramPaths } from '@engram/memory-core/paths/memory-paths';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { startPrivateRedis } from '@engram/testkit/private-redis';
-import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitUntil } from '@engram/testkit/wait';
-import { isExtractionRequest, lastUserText } from '@engram/worker-service/testing/foreground.test-helpers';
+import { scriptExtractionFork } from '@engram/worker-service/testing/foreground.test-helpers';
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { describe, expect, it } from 'vitest';
 import { loadAgentConfig } from '../config.js';
@@ -25,22 +24,10 @@ const { closer } = scripted;
 const FACT = '---\nname: Deploy region\ndescription: Deploys go to region ams\ntype: project\n---\nams.\n';
 
 function scriptExtraction(runs: { n: number }) {
-  scripted.server.route(
-    'extract',
-    (r) => isExtractionRequest(r.body),
-    (r): ScriptStep => {
-      const instruction = lastUserText(r.body);
-      if (!instruction.includes('You are now the memory extraction subagent')) return textReply('Saved.');
-      const memoryDir = /the memory directory `([^`]+)`/.exec(instruction)?.[1];
-      if (!memoryDir) throw new Error('no memory directory in the instruction');
-      runs.n++;
-      return reply(
-        text('Saving.'),
-        toolUse('Write', { file_path: join(memoryDir, 'project_deploy.md'), content: FACT }),
-      );
-    },
-    { sticky: true },
-  );
+  scriptExtractionFork(scripted.server, () => {
+    runs.n++;
+    return { file: 'project_deploy.md', content: FACT };
+  });
 }
 
 /** A Claude Code 2.1.328-shaped session: typed prompt, then (maybe later) the reply and turn bookkeeping. */

@@ -31,7 +31,7 @@ for (const d of [workspace, home, rival]) mkdirSync(d);
 writeFileSync(join(workspace, 'notes.md'), 'ACME-NOTES\n');
 writeFileSync(join(rival, 'secret.md'), 'RIVAL-SECRET\n');
 symlinkSync(rival, join(workspace, 'linked'));
-afterAll(() => rmSync(base, { recursive: true, force: true }));
+afterAll(() => rmSync(base, { recursive: true, force: true, maxRetries: 5 }));
 
 /**
  * `tools` as a served turn's loop runs them: each call with the turn's prepared boundary in its context
@@ -135,8 +135,10 @@ describe('served Write and Edit through the jailed writer', () => {
           `cd '${workspace}'; while :; do rm -rf flip-${tool}; ln -s '${victim}' flip-${tool}; ` +
             `rm -f flip-${tool}; mkdir flip-${tool} && echo OWN > flip-${tool}/CLAUDE.md; done 2>/dev/null`,
         ],
-        { stdio: 'ignore' },
+        // Its own process group, so the kill below also ends the rm/ln/mkdir it is running at that moment.
+        { stdio: 'ignore', detached: true },
       );
+      const flipperExited = new Promise((r) => flipper.once('exit', r));
       let landed = 0;
       let refused = 0;
       try {
@@ -165,7 +167,8 @@ describe('served Write and Edit through the jailed writer', () => {
           }
         }
       } finally {
-        flipper.kill('SIGKILL');
+        process.kill(-flipper.pid!, 'SIGKILL');
+        await flipperExited;
       }
       expect(readFileSync(join(victim, 'CLAUDE.md'), 'utf8')).toBe('VICTIM\n');
       expect(listing(victim)).toEqual(['CLAUDE.md']);

@@ -14,7 +14,7 @@ import {
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { reply, type ScriptStep, textReply, toolUse } from '@engram/testkit/replies';
-import { waitUntil } from '@engram/testkit/wait';
+import { waitForFinishedJob, waitUntil } from '@engram/testkit/wait';
 import {
   DREAM_SEED,
   isDreamRequest,
@@ -22,7 +22,11 @@ import {
   seedSessions,
 } from '@engram/worker-service/jobs/dream.test-helpers';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { assertWorkerBuilt, spawnWorkerProcess } from '../testing/worker-process.test-helpers.js';
+import {
+  assertWorkerBuilt,
+  killWorkerProcess,
+  spawnWorkerProcess,
+} from '../testing/worker-process.test-helpers.js';
 
 // Dreams across real worker processes (the built bin): two agents enqueueing at once with two workers
 // consuming, and a worker killed (SIGKILL) mid-dream.
@@ -186,9 +190,7 @@ describe('dream across worker processes', () => {
     expect(running.running?.holder).toMatch(/^dream:/);
     expect(running.lastConsolidatedAtMs).toBeGreaterThan(prior);
 
-    const killed = new Promise((r) => a.once('exit', r));
-    a.kill('SIGKILL');
-    await killed;
+    await killWorkerProcess(a);
     // Nobody renews the lease now: within its TTL the lock is free and the time is back to the prior run's.
     await waitUntil(
       async () => (await readConsolidationState(state, t.project)).running === undefined,
@@ -198,15 +200,9 @@ describe('dream across worker processes', () => {
     expect(await lastConsolidatedAt(state, t.project)).toBe(prior);
 
     spawnWorker(env);
-    const queue = producer.queue('dream');
-    await waitUntil(
-      async () => (await queue.getJob(receipt.jobId))?.finishedOn !== undefined,
-      'the retry to complete',
-      { timeoutMs: 30_000 },
-    );
-    const job = await queue.getJob(receipt.jobId);
-    expect(await job?.getState()).toBe('completed');
-    const result = job?.returnvalue as DreamResult;
+    const job = await waitForFinishedJob(producer.queue('dream'), receipt.jobId, 30_000);
+    expect(await job.getState()).toBe('completed');
+    const result = job.returnvalue as DreamResult;
     expect(result.outcome).toBe('consolidated');
     // Judged against the killed attempt's pre-run snapshot: its write is part of this consolidation.
     expect(result.files.updated).toEqual(['user_role.md']);

@@ -12,7 +12,7 @@ import { SessionState } from '@engram/queue/state/session-state';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
-import { waitUntil } from '@engram/testkit/wait';
+import { waitForFinishedJob, waitUntil } from '@engram/testkit/wait';
 import { loadWorkersConfig } from '@engram/worker-service/config';
 import { createHandlers } from '@engram/worker-service/handlers';
 import { createLogger } from '@engram/worker-service/logger';
@@ -26,9 +26,15 @@ import {
   type ForegroundSession,
   isExtractionRequest,
   lastUserText,
+  scriptExtractionFork,
 } from '@engram/worker-service/testing/foreground.test-helpers';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { assertWorkerBuilt, spawnWorkerProcess } from '../testing/worker-process.test-helpers.js';
+import {
+  assertWorkerBuilt,
+  extractWorkerEnv,
+  killWorkerProcess,
+  spawnWorkerProcess,
+} from '../testing/worker-process.test-helpers.js';
 
 /** A saved memory without the metadata block the worker stamps (originSessionId, modified) after the fork. */
 const unstamped = (text: string) => text.replace(/metadata:\n(?: {2}.*\n)+/, '');
@@ -45,13 +51,6 @@ const MEMORY =
 
 const spawnWorker = (env: Record<string, string>) => spawnWorkerProcess(env, closer);
 
-/** SIGKILLs a worker process and waits until it is gone. */
-async function killWorker(worker: ReturnType<typeof spawnWorker>): Promise<void> {
-  const killed = new Promise((r) => worker.once('exit', r));
-  worker.kill('SIGKILL');
-  await killed;
-}
-
 /**
  * An extraction of `leaf` taken by a first worker process (fast lock expiry and stall checks, so a second
  * worker recovers the job soon after the first dies), returned once `hanging` says its fork has written and
@@ -67,19 +66,10 @@ async function startHangingExtraction(
 ) {
   const namespace = uniquePrefix(prefix);
   backend.cleanUpAfter(namespace, closer);
-  const env = {
-    ...backend.env(),
-    ENGRAM_HOME: fg.engramHome,
-    ENGRAM_NAMESPACE: namespace,
-    ENGRAM_QUEUES: 'extract',
-    ENGRAM_WORKERS_PORT: '0',
-    ANTHROPIC_API_KEY: 'test',
-    ANTHROPIC_BASE_URL: scripted.server.url,
-    ENGRAM_MODEL_MAX_RETRIES: '0',
-    ENGRAM_LOCK_DURATION_MS: '1500',
-    ENGRAM_STALLED_INTERVAL_MS: '500',
-    LOG_LEVEL: 'warn',
-  };
+  const env = extractWorkerEnv(
+    { engramHome: fg.engramHome, namespace, modelUrl: scripted.server.url },
+    backend.env(),
+  );
   const engine: QueueEngine = closer.add(
     await openQueueEngine({ config: backend.config(), profile: 'worker', namespace }),
   );
@@ -96,20 +86,15 @@ describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
     scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
     let forkRuns = 0;
     let secondTurns = 0;
-    scripted.server.route(
-      'extract',
-      (r) => isExtractionRequest(r.body),
-      (r): ScriptStep => {
-        if (lastUserText(r.body).includes('You are now the memory extraction subagent')) {
-          forkRuns++;
-          return reply(
-            text('Saving.'),
-            toolUse('Write', { file_path: join(fg.paths.memoryDir, 'feedback_pnpm.md'), content: MEMORY }),
-          );
-        }
-        secondTurns++;
+    scriptExtractionFork(
+      scripted.server,
+      () => {
+        forkRuns++;
+        return { file: 'feedback_pnpm.md', content: MEMORY };
+      },
+      {
         // The first run hangs here (after its Write landed) long enough to be killed.
-        return textReply('Saved.', secondTurns === 1 ? { latencyMs: 8_000 } : {});
+        after: () => textReply('Saved.', ++secondTurns === 1 ? { latencyMs: 8_000 } : {}),
       },
     );
     const leaf = await fg.turn('always use pnpm in this repo, never npm');
@@ -137,17 +122,11 @@ describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
     expect(threads.filter((n) => n === 10).length).toBeGreaterThanOrEqual(2);
 
     spawnWorker(env);
-    await killWorker(a);
+    await killWorkerProcess(a);
 
-    const queue = producer.queue('extract');
-    await waitUntil(
-      async () => (await queue.getJob(receipt.jobId))?.finishedOn !== undefined,
-      'recovery by the second worker',
-      { timeoutMs: 30_000, ignoreErrors: true },
-    );
-    const job = await queue.getJob(receipt.jobId);
-    expect(await job?.getState()).toBe('completed');
-    expect((job?.returnvalue as ExtractResult | undefined)?.outcome).toBe('extracted');
+    const job = await waitForFinishedJob(producer.queue('extract'), receipt.jobId, 30_000);
+    expect(await job.getState()).toBe('completed');
+    expect((job.returnvalue as ExtractResult | undefined)?.outcome).toBe('extracted');
     expect(forkRuns).toBe(2);
 
     const files = readdirSync(fg.paths.memoryDir).sort();
@@ -197,7 +176,7 @@ describe.each(WORKER_TEST_BACKENDS)('exactly once under retries on %s', (_kind, 
     const { env, producer, receipt, first } = await startHangingExtraction(backend, fg, leaf, 'once', {
       hanging: () => secondTurns === 1,
     });
-    await killWorker(first);
+    await killWorkerProcess(first);
 
     // Other sessions save 250 newer memories meanwhile: the first attempt's file drops out of the newest 200.
     const later = Date.now() / 1000 + 60;
@@ -211,15 +190,9 @@ describe.each(WORKER_TEST_BACKENDS)('exactly once under retries on %s', (_kind, 
     }
 
     spawnWorker(env);
-    const queue = producer.queue('extract');
-    await waitUntil(
-      async () => (await queue.getJob(receipt.jobId))?.finishedOn !== undefined,
-      'the retry to finish',
-      { timeoutMs: 30_000, ignoreErrors: true },
-    );
-    const job = await queue.getJob(receipt.jobId);
-    expect(await job?.getState()).toBe('completed');
-    const result = job?.returnvalue as ExtractResult;
+    const job = await waitForFinishedJob(producer.queue('extract'), receipt.jobId, 30_000);
+    expect(await job.getState()).toBe('completed');
+    const result = job.returnvalue as ExtractResult;
     expect(instructions).toHaveLength(2);
     // The retry was told what its first attempt wrote, although the manifest window no longer held it.
     expect(instructions[1]).toContain('Already saved by an earlier attempt');
@@ -284,26 +257,13 @@ describe.each(WORKER_TEST_BACKENDS)('engine restart on %s', (kind) => {
     // Each fork saves the same memory in its session's project; a run repeated because the outage hid its
     // completion must leave exactly the same files behind.
     const forkRuns = new Map<string, number>();
-    scripted.server.route(
-      'extract',
-      (r) => isExtractionRequest(r.body),
-      (r): ScriptStep => {
-        const instruction = lastUserText(r.body);
-        if (!instruction.includes('You are now the memory extraction subagent')) {
-          return textReply('Saved.', { latencyMs: 150 });
-        }
-        const memoryDir = /the memory directory `([^`]+)`/.exec(instruction)?.[1];
-        if (!memoryDir) throw new Error('no memory directory in the extraction instruction');
+    scriptExtractionFork(
+      scripted.server,
+      (memoryDir) => {
         forkRuns.set(memoryDir, (forkRuns.get(memoryDir) ?? 0) + 1);
-        return {
-          ...reply(
-            text('Saving.'),
-            toolUse('Write', { file_path: join(memoryDir, 'feedback_pnpm.md'), content: MEMORY }),
-          ),
-          latencyMs: 150,
-        };
+        return { file: 'feedback_pnpm.md', content: MEMORY };
       },
-      { sticky: true },
+      { latencyMs: 150, after: () => textReply('Saved.', { latencyMs: 150 }) },
     );
     const engramHome = mkdtempSync(join(tmpdir(), 'engram-home-'));
     const sessions = await Promise.all(

@@ -8,17 +8,22 @@ import { JobProducer } from '@engram/queue/producer';
 import { SessionState } from '@engram/queue/state/session-state';
 import { uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
-import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
-import { waitUntil } from '@engram/testkit/wait';
+import { textReply } from '@engram/testkit/replies';
+import { waitForFinishedJob, waitUntil } from '@engram/testkit/wait';
 import { projectWriterLeaseKey } from '@engram/worker-service/jobs/extract';
 import { WORKER_TEST_BACKENDS } from '@engram/worker-service/testing/backends.test-helpers';
 import {
   createForeground,
   isExtractionRequest,
-  lastUserText,
+  scriptExtractionFork,
 } from '@engram/worker-service/testing/foreground.test-helpers';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { assertWorkerBuilt, spawnWorkerProcess } from '../testing/worker-process.test-helpers.js';
+import {
+  assertWorkerBuilt,
+  extractWorkerEnv,
+  killWorkerProcess,
+  spawnWorkerProcess,
+} from '../testing/worker-process.test-helpers.js';
 
 // Staged extraction (ENGRAM_EXTRACT_STAGED) with real worker processes: a worker SIGKILLed after its fork wrote
 // its private copy, while it waits for its commit turn (the test holds the project-writer lease, as a running
@@ -85,43 +90,28 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       let forkRuns = 0;
       let secondTurns = 0;
       const dirs: string[] = [];
-      scripted.server.route(
-        'extract',
-        (r) => isExtractionRequest(r.body),
-        (r): ScriptStep => {
-          const last = lastUserText(r.body);
-          if (last.includes('You are now the memory extraction subagent')) {
-            forkRuns++;
-            const dir = /the memory directory `([^`]+)`/.exec(last)![1]!;
-            dirs.push(dir);
-            return reply(
-              text('Saving.'),
-              toolUse('Write', { file_path: join(dir, 'feedback_pnpm.md'), content: MEMORY }),
-            );
-          }
-          secondTurns++;
-          return textReply('Saved.');
+      scriptExtractionFork(
+        scripted.server,
+        (dir) => {
+          forkRuns++;
+          dirs.push(dir);
+          return { file: 'feedback_pnpm.md', content: MEMORY };
         },
-        { sticky: true },
+        {
+          after: () => {
+            secondTurns++;
+            return textReply('Saved.');
+          },
+        },
       );
       const leaf = await fg.turn('always use pnpm in this repo, never npm');
       const payload = fg.extractPayload(leaf);
       const namespace = uniquePrefix('staged-crash');
       backend.cleanUpAfter(namespace, closer);
-      const env = {
-        ...backend.env(),
-        ENGRAM_HOME: fg.engramHome,
-        ENGRAM_NAMESPACE: namespace,
-        ENGRAM_QUEUES: 'extract',
-        ENGRAM_WORKERS_PORT: '0',
-        ANTHROPIC_API_KEY: 'test',
-        ANTHROPIC_BASE_URL: scripted.server.url,
-        ENGRAM_MODEL_MAX_RETRIES: '0',
-        ENGRAM_LOCK_DURATION_MS: '1500',
-        ENGRAM_STALLED_INTERVAL_MS: '500',
-        ENGRAM_EXTRACT_STAGED: '1',
-        LOG_LEVEL: 'warn',
-      };
+      const env = extractWorkerEnv(
+        { engramHome: fg.engramHome, namespace, modelUrl: scripted.server.url },
+        { ...backend.env(), ENGRAM_EXTRACT_STAGED: '1' },
+      );
       const engine: QueueEngine = closer.add(
         await openQueueEngine({ config: backend.config(), profile: 'worker', namespace }),
       );
@@ -143,20 +133,12 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       expect(existsSync(join(fg.paths.memoryDir, 'feedback_pnpm.md'))).toBe(false);
 
       spawnWorkerProcess(env, closer);
-      const killed = new Promise((r) => a.once('exit', r));
-      a.kill('SIGKILL');
-      await killed;
+      await killWorkerProcess(a);
       await engine.state.releaseLease(leaseKey, 'test-holder', held!.token);
 
-      const queue = producer.queue('extract');
-      await waitUntil(
-        async () => (await queue.getJob(receipt.jobId))?.finishedOn !== undefined,
-        'recovery by the second worker',
-        { timeoutMs: 30_000, ignoreErrors: true },
-      );
-      const job = await queue.getJob(receipt.jobId);
-      expect(await job?.getState()).toBe('completed');
-      const result = job?.returnvalue as ExtractResult | undefined;
+      const job = await waitForFinishedJob(producer.queue('extract'), receipt.jobId, 30_000);
+      expect(await job.getState()).toBe('completed');
+      const result = job.returnvalue as ExtractResult | undefined;
       expect(result?.outcome).toBe('extracted');
       expect(result?.memories.map((m) => m.path)).toEqual(['feedback_pnpm.md']);
       expect(forkRuns).toBe(2);
@@ -180,42 +162,20 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       const fg = createForeground(scripted.server);
       scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
       let forkRuns = 0;
-      scripted.server.route(
-        'extract',
-        (r) => isExtractionRequest(r.body),
-        (r): ScriptStep => {
-          const last = lastUserText(r.body);
-          if (last.includes('You are now the memory extraction subagent')) {
-            forkRuns++;
-            const dir = /the memory directory `([^`]+)`/.exec(last)![1]!;
-            return reply(
-              text('Saving.'),
-              toolUse('Write', { file_path: join(dir, 'feedback_pnpm.md'), content: MEMORY }),
-            );
-          }
-          return textReply('Saved.');
-        },
-        { sticky: true },
-      );
+      scriptExtractionFork(scripted.server, () => {
+        forkRuns++;
+        return { file: 'feedback_pnpm.md', content: MEMORY };
+      });
       const leaf = await fg.turn('always use pnpm in this repo, never npm');
       const payload = fg.extractPayload(leaf);
       const namespace = uniquePrefix('staged-midcommit');
       backend.cleanUpAfter(namespace, closer);
       const proxy = await freezingProxy(new URL(inject('redisUrl')));
       closer.defer(() => proxy.close());
-      const env = {
-        ENGRAM_HOME: fg.engramHome,
-        ENGRAM_NAMESPACE: namespace,
-        ENGRAM_QUEUES: 'extract',
-        ENGRAM_WORKERS_PORT: '0',
-        ANTHROPIC_API_KEY: 'test',
-        ANTHROPIC_BASE_URL: scripted.server.url,
-        ENGRAM_MODEL_MAX_RETRIES: '0',
-        ENGRAM_LOCK_DURATION_MS: '1500',
-        ENGRAM_STALLED_INTERVAL_MS: '500',
-        ENGRAM_EXTRACT_STAGED: '1',
-        LOG_LEVEL: 'warn',
-      };
+      const env = extractWorkerEnv(
+        { engramHome: fg.engramHome, namespace, modelUrl: scripted.server.url },
+        { ENGRAM_EXTRACT_STAGED: '1' },
+      );
       const engine: QueueEngine = closer.add(
         await openQueueEngine({ config: backend.config(), profile: 'worker', namespace }),
       );
@@ -233,20 +193,12 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       await new Promise((r) => setTimeout(r, 300));
       expect(await state.extractCursor()).toBeUndefined();
 
-      const killed = new Promise((r) => a.once('exit', r));
-      a.kill('SIGKILL');
-      await killed;
+      await killWorkerProcess(a);
       spawnWorkerProcess({ ...env, ...backend.env() }, closer);
 
-      const queue = producer.queue('extract');
-      await waitUntil(
-        async () => (await queue.getJob(receipt.jobId))?.finishedOn !== undefined,
-        'recovery by the second worker',
-        { timeoutMs: 30_000, ignoreErrors: true },
-      );
-      const job = await queue.getJob(receipt.jobId);
-      expect(await job?.getState()).toBe('completed');
-      const result = job?.returnvalue as ExtractResult | undefined;
+      const job = await waitForFinishedJob(producer.queue('extract'), receipt.jobId, 30_000);
+      expect(await job.getState()).toBe('completed');
+      const result = job.returnvalue as ExtractResult | undefined;
       expect(result?.outcome).toBe('extracted');
       // Credited once, from the journal: the roll-forward found the file at its committed hash.
       expect(result?.memories).toEqual([{ path: 'feedback_pnpm.md', type: 'feedback', action: 'created' }]);

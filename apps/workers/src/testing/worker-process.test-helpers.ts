@@ -29,11 +29,37 @@ export function spawnWorkerProcess(env: Record<string, string>, closer: Closer):
     if (code && code !== 0 && signal === null) process.stderr.write(`worker exited ${code}: ${stderr}\n`);
   });
   closer.defer(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGKILL');
-      await exited;
-    }
+    if (child.exitCode === null && child.signalCode === null) await killWorkerProcess(child);
   });
   return child;
+}
+
+/** SIGKILLs a worker process and waits until it is gone. */
+export async function killWorkerProcess(child: ChildProcess): Promise<void> {
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+/**
+ * The environment of an extraction worker process in a crash test: one queue, no HTTP port, no SDK retries, and
+ * a short lock with frequent stall checks, so a second worker recovers a killed worker's job within seconds.
+ */
+export function extractWorkerEnv(
+  opts: { engramHome: string; namespace: string; modelUrl: string },
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    ENGRAM_HOME: opts.engramHome,
+    ENGRAM_NAMESPACE: opts.namespace,
+    ENGRAM_QUEUES: 'extract',
+    ENGRAM_WORKERS_PORT: '0',
+    ANTHROPIC_API_KEY: 'test',
+    ANTHROPIC_BASE_URL: opts.modelUrl,
+    ENGRAM_MODEL_MAX_RETRIES: '0',
+    ENGRAM_LOCK_DURATION_MS: '1500',
+    ENGRAM_STALLED_INTERVAL_MS: '500',
+    LOG_LEVEL: 'warn',
+    ...extra,
+  };
 }

@@ -52,13 +52,26 @@ const base: ModelRequest = {
 
 // Every behaviour of the client holds whether the SDK runs in this thread or in model threads.
 describe.each([0, 2])('createModelClient (model threads: %i)', (threads) => {
-  const opened: ModelClient[] = [];
-  afterEach(async () => {
-    await Promise.all(opened.splice(0).map((c) => c.close?.()));
+  // One client per retry setting for the whole block, as a process keeps one: a client's model threads each
+  // load the SDK, and starting them for every test cost more than the tests themselves.
+  const opened = new Map<string, ModelClient>();
+  const closeAll = async () => {
+    const clients = [...opened.values()];
+    opened.clear();
+    await Promise.all(clients.map((c) => c.close?.()));
+  };
+  // A failed test's calls may still be in flight: its clients go, so they cannot answer the next test's script.
+  afterEach(async ({ task }) => {
+    if (task.result?.state === 'fail') await closeAll();
   });
+  afterAll(closeAll);
   const clientFor = (s: ModelServer, maxRetries = 2): ModelClient => {
-    const client = createModelClient({ apiKey: 'test', baseURL: s.url, maxRetries, threads });
-    opened.push(client);
+    const key = `${s.url} ${maxRetries}`;
+    let client = opened.get(key);
+    if (!client) {
+      client = createModelClient({ apiKey: 'test', baseURL: s.url, maxRetries, threads });
+      opened.set(key, client);
+    }
     return client;
   };
   it('hands each text delta to onTextDelta as it streams, and returns the same reply as without it', async () => {

@@ -37,10 +37,17 @@ const postgres: WorkerTestBackend = {
   cleanUpAfter: (namespace, closer) => closer.defer(() => dropPostgresNamespace(namespace)),
 };
 
-export const WORKER_TEST_BACKENDS: Array<[BackendKind, WorkerTestBackend]> = [
-  ['redis', redis],
-  ['postgres', postgres],
-];
+/**
+ * Both engines; the fast loop (`npm run test:fast`, ENGRAM_TEST_FAST=1) runs these job-level suites on Redis
+ * only. The queue package's own suites hold both engines to one contract in every tier.
+ */
+export const WORKER_TEST_BACKENDS: Array<[BackendKind, WorkerTestBackend]> =
+  process.env.ENGRAM_TEST_FAST === '1'
+    ? [['redis', redis]]
+    : [
+        ['redis', redis],
+        ['postgres', postgres],
+      ];
 
 /** `env` without any queue-engine selection inherited from the caller's environment. */
 export function withoutBackendEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {

@@ -13,7 +13,8 @@ import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
 import { type EngramPaths, engramPathsFor } from '@engram/memory-core/paths/memory-paths';
 import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import type { ExtractPayload } from '@engram/queue/jobs/extract';
-import type { ModelServer } from '@engram/testkit/model-server';
+import type { ModelServer, RecordedRequest } from '@engram/testkit/model-server';
+import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 
 // Plays the foreground agent for worker tests: runs real turns through the runtime's query loop against the
 // scripted model server, appends them to the session transcript, and saves the cache-safe parameters — the
@@ -109,9 +110,42 @@ export function createForeground(
   return session;
 }
 
-/** True for the first request of an extraction fork (its last user message is the extraction instruction). */
+const EXTRACTION_INSTRUCTION = 'You are now the memory extraction subagent';
+
+/** True for every request of an extraction fork (its conversation holds the extraction instruction). */
 export function isExtractionRequest(body: { messages: Array<{ role: string; content: unknown }> }): boolean {
-  return JSON.stringify(body.messages).includes('You are now the memory extraction subagent');
+  return JSON.stringify(body.messages).includes(EXTRACTION_INSTRUCTION);
+}
+
+/**
+ * Scripts every extraction fork on `server` (the route `extract`): the fork's first turn Writes the memory
+ * `save` returns into the memory directory its instruction names (the live one, or a staged copy), after
+ * `latencyMs`, or saves nothing when `save` returns undefined; its next turn is answered by `after` (default
+ * "Saved."). `save` sees the request, so a test can count runs or pick the file by what the conversation says.
+ */
+export function scriptExtractionFork(
+  server: ModelServer,
+  save: (memoryDir: string, request: RecordedRequest) => { file: string; content: string } | undefined,
+  options: { after?: (request: RecordedRequest) => ScriptStep; latencyMs?: number } = {},
+): void {
+  server.route(
+    'extract',
+    (r) => isExtractionRequest(r.body),
+    (r): ScriptStep => {
+      const instruction = lastUserText(r.body);
+      if (!instruction.includes(EXTRACTION_INSTRUCTION)) return options.after?.(r) ?? textReply('Saved.');
+      const memoryDir = /the memory directory `([^`]+)`/.exec(instruction)?.[1];
+      if (!memoryDir) throw new Error('no memory directory in the extraction instruction');
+      const memory = save(memoryDir, r);
+      if (!memory) return textReply('Nothing new to save.');
+      const write = reply(
+        text('Saving.'),
+        toolUse('Write', { file_path: join(memoryDir, memory.file), content: memory.content }),
+      );
+      return options.latencyMs === undefined ? write : { ...write, latencyMs: options.latencyMs };
+    },
+    { sticky: true },
+  );
 }
 
 export function lastUserText(body: { messages: Array<{ role: string; content: unknown }> }): string {

@@ -36,6 +36,10 @@ export function testWorkersConfig(opts: TestServiceOptions): WorkersConfig {
     ANTHROPIC_BASE_URL: opts.modelUrl,
     ENGRAM_MODEL_MAX_RETRIES: '0',
     LOG_LEVEL: 'silent',
+    // The fast loop runs the fork client's model calls on the jobs' thread: booting a model thread (the SDK
+    // loaded again inside it) costs more CPU than a small job test. `npm test` keeps the default thread; the
+    // client's own tests (agent-runtime model/client.test.ts) hold both paths to one behaviour in every tier.
+    ...(process.env.ENGRAM_TEST_FAST === '1' ? { ENGRAM_MODEL_THREADS: '0' } : {}),
     ...opts.env,
   });
 }
