@@ -84,6 +84,7 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
       let forkRuns = 0;
       let secondTurns = 0;
+      // Each fork's copy (the fork itself is told the live path; its tools map it onto the copy).
       const dirs: string[] = [];
       scripted.server.route(
         'extract',
@@ -93,7 +94,8 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
           if (last.includes('You are now the memory extraction subagent')) {
             forkRuns++;
             const dir = /the memory directory `([^`]+)`/.exec(last)![1]!;
-            dirs.push(dir);
+            const copies = readdirSync(join(dir, '.staging'));
+            dirs.push(copies.length === 1 ? join(dir, '.staging', copies[0]!) : `${copies.length} copies`);
             return reply(
               text('Saving.'),
               toolUse('Write', { file_path: join(dir, 'feedback_pnpm.md'), content: MEMORY }),
