@@ -202,7 +202,7 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       mkdirSync(other, { recursive: true });
       const otherBody = '---\nname: Other\ndescription: other copy\ntype: project\n---\nother-copy-5e1d\n';
       writeFileSync(join(other, 'project_other.md'), otherBody);
-      const escape = join(dirname(live), 'escape.md');
+      const escaped = join(dirname(live), 'escape.md');
 
       scripted.server.reset();
       scripted.server.route(
@@ -333,7 +333,7 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       expect(result.deniedToolCalls).toBe(4);
       expect(readFileSync(rivalFile, 'utf8')).toBe(rivalSecret);
       expect(readFileSync(join(other, 'project_other.md'), 'utf8')).toBe(otherBody);
-      expect(existsSync(escape)).toBe(false);
+      expect(existsSync(escaped)).toBe(false);
       // Neither the other tenant's bytes nor the other copy's reached the model, nor this fork's copy's name.
       for (const body of bodies) {
         expect(body).not.toContain('rival-only-7f3a');
