@@ -3,7 +3,10 @@
 // newest-request reads, transcript read + chain, project-writer lease, memory scan (10 memories), cache-safe
 // params, one fork request answered "Nothing to save.", cursor advance, receipt, lease release.
 //   in-process — the extract handler `createHandlers` composes, called directly for N sessions by 4 parallel
-//                lanes (the worker's concurrency), with a fake HandlerContext;
+//                lanes (the worker's concurrency), with a fake HandlerContext (the default `auto`: a lone job
+//                of its project runs serial);
+//   staged     — the same with ENGRAM_EXTRACT_STAGED=1: every job forks on a staging copy (copy made and
+//                removed per job), so staged / in-process is the copy's cost to a lone session;
 //   queue      — `startWorkerService` (ENGRAM_QUEUES=extract, concurrency 4, the production composition) and a
 //                separate producer engine: enqueue the N payloads one after another through `JobProducer`, as
 //                agents would, until the worker's `completed` events say all N are done;
@@ -12,14 +15,16 @@
 //   no-op      — for context, the queue's own cost: N jobs with the same job options on a plain queue whose
 //                worker (same engine, same concurrency) returns at once, pre-queued like the previous phase.
 // Each session has its own project (so the per-project writer lease does not serialise them) and a real
-// transcript written by the runtime's query loop (createForeground). Between phases the sessions' cursors,
-// newest-request records and receipts are deleted, so every phase does the same work. Phases alternate their
-// order across reps; jobs/s per phase and the median of the per-rep ratios are printed.
+// transcript written by the runtime's query loop (createForeground). Between phases the sessions' cursors (the
+// engine's and the one beside the transcript), newest-request records and receipts are deleted, so every phase
+// does the same work. Phases alternate their order across reps; jobs/s per phase and the median of the per-rep
+// ratios are printed.
 // Run: npm run bench:extract -w @engram/bench
 
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { EXTRACTED_FILENAME } from '@engram/memory-core/extraction/session-record';
 import { createQueueEngine } from '@engram/queue/engine';
 import type { ExtractPayload, ExtractResult } from '@engram/queue/jobs/extract';
 import { startLocalRedis } from '@engram/queue/local-redis';
@@ -49,7 +54,7 @@ const CONCURRENCY = extractQueueConfig.concurrency;
 const TARGET = 0.8;
 const EXTRACTION_MARK = 'You are now the memory extraction subagent';
 
-type Phase = 'in-process' | 'queue' | 'pre-queued' | 'no-op';
+type Phase = 'in-process' | 'staged' | 'queue' | 'pre-queued' | 'no-op';
 
 function seedMemories(memoryDir: string): void {
   mkdirSync(memoryDir, { recursive: true });
@@ -165,6 +170,12 @@ async function main(): Promise<void> {
     metrics: createWorkerMetrics(),
     logger: createLogger('silent'),
   }).extract!;
+  const inProcessStaged = createHandlers({
+    config: { ...config, extractStaged: 'always' },
+    engine: service.engine,
+    metrics: createWorkerMetrics(),
+    logger: createLogger('silent'),
+  }).extract!;
   const producerEngine = createQueueEngine({ config: config.backend, profile: 'producer', namespace });
   const producer = new JobProducer(producerEngine);
   const queue = producer.queue('extract');
@@ -203,6 +214,9 @@ async function main(): Promise<void> {
   });
 
   const resetSessions = async () => {
+    // The cursor beside the transcript too (the handler takes the further of it and the engine's).
+    for (const fg of sessions)
+      rmSync(join(fg.paths.sessionDir(fg.sessionId), EXTRACTED_FILENAME), { force: true });
     for (const p of payloads) {
       const scope = `session:${p.transcriptDir}:${p.sessionId}`;
       await Promise.all(
@@ -227,26 +241,28 @@ async function main(): Promise<void> {
     });
 
   const enqueueMs: number[] = [];
+  const direct = (handler: typeof inProcess, name: string) => async (rep: number) => {
+    const start = performance.now();
+    await pool(payloads, CONCURRENCY, async (payload, i) => {
+      const ctx: HandlerContext = {
+        job: { id: `${name}-${rep}-${i}`, timestamp: Date.now() } as unknown as Job,
+        signal: new AbortController().signal,
+        attempt: 1,
+        progress: async () => {},
+        defer: async () => {
+          throw new Error(`bench: the ${name} handler was deferred (a project lease was busy)`);
+        },
+      };
+      const result = await handler(payload, ctx);
+      if (result.outcome !== 'extracted' || result.turns !== 1) {
+        throw new Error(`bench: unexpected ${name} result ${JSON.stringify(result).slice(0, 200)}`);
+      }
+    });
+    return performance.now() - start;
+  };
   const run: Record<Phase, (rep: number) => Promise<number>> = {
-    'in-process': async (rep) => {
-      const start = performance.now();
-      await pool(payloads, CONCURRENCY, async (payload, i) => {
-        const ctx: HandlerContext = {
-          job: { id: `inproc-${rep}-${i}`, timestamp: Date.now() } as unknown as Job,
-          signal: new AbortController().signal,
-          attempt: 1,
-          progress: async () => {},
-          defer: async () => {
-            throw new Error('bench: the in-process handler was deferred (a project lease was busy)');
-          },
-        };
-        const result = await inProcess(payload, ctx);
-        if (result.outcome !== 'extracted' || result.turns !== 1) {
-          throw new Error(`bench: unexpected in-process result ${JSON.stringify(result).slice(0, 200)}`);
-        }
-      });
-      return performance.now() - start;
-    },
+    'in-process': direct(inProcess, 'inproc'),
+    staged: direct(inProcessStaged, 'staged'),
     queue: async () => {
       const done = untilAllDone();
       const start = performance.now();
@@ -282,8 +298,14 @@ async function main(): Promise<void> {
       return performance.now() - start;
     },
   };
-  const phases: Phase[] = ['in-process', 'queue', 'pre-queued', 'no-op'];
-  const perSec: Record<Phase, number[]> = { 'in-process': [], queue: [], 'pre-queued': [], 'no-op': [] };
+  const phases: Phase[] = ['in-process', 'staged', 'queue', 'pre-queued', 'no-op'];
+  const perSec: Record<Phase, number[]> = {
+    'in-process': [],
+    staged: [],
+    queue: [],
+    'pre-queued': [],
+    'no-op': [],
+  };
   // One untimed warm-up round of each phase (JIT, connections, page cache), then REPS rounds whose phase order
   // alternates.
   const schedule: Array<{ rep: number; phase: Phase }> = phases.map((phase) => ({ rep: -1, phase }));
@@ -328,7 +350,7 @@ async function main(): Promise<void> {
   }
   const perJob = (phase: Phase) => (1000 / median(perSec[phase])).toFixed(2);
   console.log(
-    `per job at saturation: in-process ${perJob('in-process')} ms, queue ${perJob('queue')} ms, ` +
+    `per job at saturation: in-process ${perJob('in-process')} ms, staged ${perJob('staged')} ms, queue ${perJob('queue')} ms, ` +
       `pre-queued ${perJob('pre-queued')} ms, no-op through the queue ${perJob('no-op')} ms; ` +
       `enqueueing the ${SESSIONS} payloads took ${median(enqueueMs.slice(1)).toFixed(0)} ms of the queue phase (median)`,
   );

@@ -38,7 +38,8 @@ const SESSIONS = Number(process.env.SESSIONS ?? 30);
 const PROJECTS = Number(process.env.PROJECTS ?? 5);
 const TURNS = Number(process.env.TURNS ?? 4);
 // CASE=one-project: SESSIONS (default 12) in one project, W=2 then W=4 worker processes of one extraction slot
-// each, serial (ENGRAM_EXTRACT_STAGED=0) then staged (=auto, the default); prints p50/p95, throughput, W4/W2.
+// each, serial (ENGRAM_EXTRACT_STAGED=0) then staged (=STAGED_MODE: auto, the default, or 1); prints p50/p95,
+// throughput, W4/W2.
 const ONE_PROJECT = process.env.CASE === 'one-project';
 const PHASE_DEADLINE_MS = 180_000;
 const MARK = 'You are now the memory extraction subagent';
@@ -240,7 +241,7 @@ async function main() {
           // One extraction slot per worker process: W is the number of forks that can run at once.
           await startWorkers(w, {
             ENGRAM_CONCURRENCY_EXTRACT: '1',
-            ENGRAM_EXTRACT_STAGED: staged ? 'auto' : '0',
+            ENGRAM_EXTRACT_STAGED: staged ? (process.env.STAGED_MODE ?? 'auto') : '0',
           });
           rows.push({ mode, w, r: await run(`one-${mode}-${w}`, sessions, 1) });
           await stopWorkers();

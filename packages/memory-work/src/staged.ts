@@ -432,6 +432,11 @@ export interface StagedPipelineSpec<R> {
    * (nothing published); `rerun` parks the job so it starts over (another job of the session moved the cursor).
    */
   admit?(): Promise<{ skip: R } | { rerun: true } | undefined>;
+  /**
+   * The fork's plan, naming the live memory directory throughout (instruction, cwd): the pipeline sets its
+   * jail root to the copy and aliases the live path onto it. `stagingDir` is where the fork's files are (for
+   * the job's own reads: its manifest, a policy judging the copy).
+   */
   plan(view: { stagingDir: string; before: TreeState; recovered: string[] }): Promise<ForkPlan>;
   /** Side effects inside the copy before its change set is taken (metadata stamps). `false`: changed nothing. */
   prepare?(view: { stagingDir: string; change: TreeChange }): Promise<unknown>;
@@ -548,7 +553,17 @@ async function runStaged<R>(deps: PipelineDeps, spec: StagedPipelineSpec<R>): Pr
     let journaled = false;
     try {
       const before = await stageMemoryDir(memoryDir, stagingDir);
-      const plan = await spec.plan({ stagingDir, before, recovered: Object.keys(carried) });
+      const planned = await spec.plan({ stagingDir, before, recovered: Object.keys(carried) });
+      // The fork changes only its copy, which it knows by the live directory's path (the one its session's
+      // cached system prompt names): the tools map that path onto the copy (agent-runtime's path alias).
+      const plan: ForkPlan = {
+        ...planned,
+        boundary: {
+          ...planned.boundary,
+          jail: { ...planned.boundary.jail, root: stagingDir },
+          alias: { visible: memoryDir, actual: stagingDir },
+        },
+      };
       let toolCalls = 0;
       const counted: ForkPlan = {
         ...plan,

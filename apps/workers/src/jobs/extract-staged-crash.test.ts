@@ -89,12 +89,15 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
       let forkRuns = 0;
       let secondTurns = 0;
+      // Each fork's copy (the fork itself is told the live path; its tools map it onto the copy).
       const dirs: string[] = [];
       scriptExtractionFork(
         scripted.server,
         (dir) => {
           forkRuns++;
-          dirs.push(dir);
+          // The instruction names the live directory (the alias maps it onto the job's copy): find the copy.
+          const copies = readdirSync(join(dir, '.staging'));
+          dirs.push(copies.length === 1 ? join(dir, '.staging', copies[0]!) : `${copies.length} copies`);
           return { file: 'feedback_pnpm.md', content: MEMORY };
         },
         {

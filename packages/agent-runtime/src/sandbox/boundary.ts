@@ -85,6 +85,28 @@ export function visiblePath(alias: PathAlias | undefined, path: string): string 
   return rel === undefined ? path : rel === '' ? alias.visible : join(alias.visible, rel);
 }
 
+/** The inputs of the file tools that name a path (Read/Write/Edit `file_path`, Glob/Grep `path`). */
+const PATH_INPUTS = ['file_path', 'path'] as const;
+
+/**
+ * A tool call's input as the tools will open it: each path input resolved against `cwd` (the tools' working
+ * directory; the process's when not given) and mapped through the alias (`actualPath`), so a permission
+ * policy judges the same file the tool opens. Unchanged without an alias.
+ */
+export function actualInput(
+  alias: PathAlias | undefined,
+  input: Record<string, unknown>,
+  cwd = '',
+): Record<string, unknown> {
+  if (!alias) return input;
+  const out = { ...input };
+  for (const key of PATH_INPUTS) {
+    const value = input[key];
+    if (typeof value === 'string' && value !== '') out[key] = actualPath(alias, resolve(cwd, value));
+  }
+  return out;
+}
+
 /** A message (an error our own code wrote) with every mention of `alias.actual` shown as `visible`. */
 export function visibleText(alias: PathAlias | undefined, text: string): string {
   if (!alias) return text;

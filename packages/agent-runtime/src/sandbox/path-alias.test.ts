@@ -7,10 +7,10 @@ import { editTool } from '../tools/edit.js';
 import { globTool } from '../tools/glob.js';
 import { grepTool } from '../tools/grep.js';
 import { readTool } from '../tools/read.js';
-import { ReadFileState, type ToolContext, ToolError } from '../tools/tool.js';
+import { type CanUseTool, ReadFileState, type ToolContext, ToolError } from '../tools/tool.js';
 import { writeTool } from '../tools/write.js';
 import { actualPath, type UnattendedBoundary, visiblePath, visibleText } from './boundary.js';
-import { type PreparedBoundary, prepareUnattended } from './unattended.js';
+import { gatedPolicy, type PreparedBoundary, prepareUnattended } from './unattended.js';
 
 // The path alias of an unattended boundary (boundary.ts): a staged fork's prompt names the live memory
 // directory, its files are a private copy below it (`<live>/.staging/<job>`). Every file tool maps a path under
@@ -235,4 +235,54 @@ describe('the path alias: Bash', () => {
       'LIVE-A',
     );
   }, 30_000);
+});
+
+describe('the path alias: the permission policy', () => {
+  it('is asked about the file the tool opens (the copy), and its refusals show the live path', async () => {
+    const s = await staged();
+    const asked: Array<Record<string, unknown>> = [];
+    // A policy over the copy, as a staged job builds it: it judges paths below the copy and names the copy.
+    const policy: CanUseTool = (_tool, input) => {
+      asked.push(input);
+      const path = String(input.file_path ?? input.path);
+      return path.startsWith(`${s.copy}/`) && !path.endsWith('link.md')
+        ? { behavior: 'allow' }
+        : { behavior: 'deny', message: `only files inside ${s.copy}, not ${path}` };
+    };
+    const prepared = await prepareUnattended(s.boundary(true));
+    const gated = gatedPolicy(policy, prepared);
+    const ask = (name: string, input: Record<string, unknown>) =>
+      gated({ name }, input, { toolUseId: 't', cwd: s.live });
+    expect(await ask('Write', { file_path: join(s.live, 'new.md'), content: 'x' })).toEqual({
+      behavior: 'allow',
+    });
+    expect(await ask('Edit', { file_path: 'a.md' })).toEqual({ behavior: 'allow' });
+    expect(await ask('Grep', { pattern: 'x', path: s.live })).toMatchObject({ behavior: 'deny' });
+    expect(asked.map((i) => i.file_path ?? i.path)).toEqual([
+      join(s.copy, 'new.md'),
+      join(s.copy, 'a.md'),
+      s.copy,
+    ]);
+    // The link in the copy is judged as the copy's file; the refusal names the live directory only.
+    const link = await ask('Write', { file_path: join(s.live, 'link.md'), content: 'x' });
+    expect(link).toEqual({
+      behavior: 'deny',
+      message: `only files inside ${s.live}, not ${join(s.live, 'link.md')}`,
+    });
+    // `..` out of the live directory is not mapped: the policy sees where it leads.
+    expect(await ask('Write', { file_path: `${s.live}/../../rival/x.md` })).toMatchObject({
+      behavior: 'deny',
+    });
+    expect(asked.at(-1)!.file_path).toBe(join(s.outside, 'x.md'));
+    // The model's own input is left as it wrote it (the transcript records that).
+    const input = { file_path: join(s.live, 'new.md') };
+    await ask('Write', input);
+    expect(input.file_path).toBe(join(s.live, 'new.md'));
+    // Positive control: without the alias the policy is asked about the live path as given.
+    await gatedPolicy(policy, await prepareUnattended(s.boundary(false)))({ name: 'Write' }, input, {
+      toolUseId: 't',
+      cwd: s.live,
+    });
+    expect(asked.at(-1)!.file_path).toBe(join(s.live, 'new.md'));
+  });
 });

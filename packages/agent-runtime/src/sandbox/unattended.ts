@@ -7,7 +7,15 @@ import {
 } from '@engram/config/sandbox-limits';
 import { EngramError } from '@engram/errors/engram-error';
 import type { CanUseTool, PermissionDecision } from '../tools/tool.js';
-import type { AttendedBoundary, PathAlias, RunBoundary, UnattendedBoundary, WriteJail } from './boundary.js';
+import {
+  type AttendedBoundary,
+  actualInput,
+  type PathAlias,
+  type RunBoundary,
+  type UnattendedBoundary,
+  visibleText,
+  type WriteJail,
+} from './boundary.js';
 import { commandCgroup } from './process-limit.js';
 import type { ReadBoundary } from './read-boundary.js';
 import {
@@ -224,9 +232,29 @@ export function gateBashOnSandbox(canUseTool: CanUseTool, sandbox: ToolSandbox):
     tool.name === 'Bash' ? bashUnavailable(sandbox.status) : canUseTool(tool, input, ctx);
 }
 
-/** The policy a run under `boundary` asks: for an unattended run, Bash denied where its sandbox cannot start. */
+/**
+ * `canUseTool` asked about the files the tools will open: under a path alias, each path input mapped to the
+ * copy (`actualInput`) — so a policy built over the copy checks its links and sizes, not the live files' —
+ * and a denial's message shown with the visible path.
+ */
+export function aliasedPolicy(canUseTool: CanUseTool, alias: PathAlias | undefined): CanUseTool {
+  if (!alias) return canUseTool;
+  return async (tool, input, ctx) => {
+    const decision = await canUseTool(tool, actualInput(alias, input, ctx?.cwd), ctx);
+    return decision.behavior === 'deny'
+      ? { ...decision, message: visibleText(alias, decision.message) }
+      : decision;
+  };
+}
+
+/**
+ * The policy a run under `boundary` asks: for an unattended run, Bash denied where its sandbox cannot start,
+ * and path inputs judged where the alias maps them.
+ */
 export function gatedPolicy(canUseTool: CanUseTool, boundary: ToolBoundary): CanUseTool {
-  return boundary.kind === 'unattended' ? gateBashOnSandbox(canUseTool, boundary.sandbox) : canUseTool;
+  return boundary.kind === 'unattended'
+    ? gateBashOnSandbox(aliasedPolicy(canUseTool, boundary.alias), boundary.sandbox)
+    : canUseTool;
 }
 
 /** The real path of `dir`, or its resolved path while it does not exist. */

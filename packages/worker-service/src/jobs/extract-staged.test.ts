@@ -26,10 +26,10 @@ import { startTestWorkerService } from '../testing/service.test-helpers.js';
 
 // Staged extraction (ENGRAM_EXTRACT_STAGED): N sessions of one repository extract at once. Each fork writes a
 // file of its own and appends its fact to one shared file it reads first (a model that reads before it
-// writes), on whatever directory its instruction names — its private copy in the staged run, the live memory
-// directory in the serial run. The staged forks run in parallel; the shared file's commits conflict and
-// re-fork on a fresh view; the result is the serial run's: the same memories, every fact once, one pointer
-// per file.
+// writes, and writes what its Read returned), on the directory its instruction names — the live memory
+// directory in both runs; a staged fork's tools map it onto its private copy. The staged forks run in
+// parallel; the shared file's commits conflict and re-fork on a fresh view; the result is the serial run's:
+// the same memories, every fact once, one pointer per file.
 
 const scripted = useModelServer();
 const { closer } = scripted;
@@ -44,6 +44,35 @@ interface Outcome {
   /** File → its body's lines (sorted; the frontmatter's metadata differs by run). */
   files: Record<string, string[]>;
   pointers: string[];
+}
+
+type Message = { role: string; content: unknown };
+type Block = {
+  type: string;
+  id?: string;
+  name?: string;
+  input?: { file_path?: string };
+  tool_use_id?: string;
+};
+
+/** What the fork's Read of `path` returned (the file's text without cat -n numbering), if it succeeded. */
+function readResult(messages: Message[], path: string): string | undefined {
+  const blocks = messages.flatMap((m) => (Array.isArray(m.content) ? (m.content as Block[]) : []));
+  const use = blocks.findLast(
+    (b) => b.type === 'tool_use' && b.name === 'Read' && b.input?.file_path === path,
+  );
+  const result = blocks.find((b) => b.type === 'tool_result' && b.tool_use_id === use?.id) as
+    | (Block & { content: unknown; is_error?: boolean })
+    | undefined;
+  if (!result || result.is_error) return undefined;
+  const text =
+    typeof result.content === 'string'
+      ? result.content
+      : (result.content as Array<{ text?: string }>).map((b) => b.text ?? '').join('');
+  return text
+    .split('\n')
+    .map((line) => `${line.replace(/^\s*\d+\t/, '')}\n`)
+    .join('');
 }
 
 function body(text: string): string[] {
@@ -97,11 +126,11 @@ async function runProject(
         dirOf.set(session, memoryDir);
         phase.set(session, 1);
         const sharedPath = join(memoryDir, 'project_shared.md');
-        // Turn 1: read the shared file (the Write tool refuses to overwrite a file it has not read) and save
-        // this session's own fact.
+        // Turn 1: read the shared file (the Write tool refuses to overwrite a file it has not read; a fork
+        // whose view lacks it is told so) and save this session's own fact.
         return reply(
           text('Saving.'),
-          ...(existsSync(sharedPath) ? [toolUse('Read', { file_path: sharedPath })] : []),
+          toolUse('Read', { file_path: sharedPath }),
           toolUse('Write', {
             file_path: join(memoryDir, `project_s${session}.md`),
             content: `---\nname: S${session}\ndescription: session ${session}\ntype: project\n---\nS${session}\n`,
@@ -109,12 +138,12 @@ async function runProject(
         );
       }
       if (phase.get(session) === 1) {
-        // Turn 2: append to what the Read returned (the same bytes: the fork's directory is its own meanwhile).
+        // Turn 2: append to what the Read returned (the fork's view: its copy, in the staged run).
         phase.set(session, 2);
         const sharedPath = join(dirOf.get(session)!, 'project_shared.md');
-        const current = existsSync(sharedPath)
-          ? readFileSync(sharedPath, 'utf8')
-          : '---\nname: Shared\ndescription: facts of every session\ntype: project\n---\n';
+        const current =
+          readResult(r.body.messages, sharedPath) ??
+          '---\nname: Shared\ndescription: facts of every session\ntype: project\n---\n';
         return reply(
           toolUse('Write', { file_path: sharedPath, content: `${current}fact of session ${session}\n` }),
         );
@@ -304,9 +333,14 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
               }),
             );
           }
-          // The first fork's copy disappears before its commit (removed from under a stalled attempt, or by
-          // hand): its tree is empty, which must not read as "every memory deleted".
-          if (forks === 1) rmSync(dir, { recursive: true, force: true });
+          // The first fork's copy (the one below `.staging`: the fork names the live path) disappears before
+          // its commit (removed from under a stalled attempt, or by hand): its tree is empty, which must not
+          // read as "every memory deleted".
+          if (forks === 1) {
+            const copies = readdirSync(join(dir, '.staging'));
+            expect(copies).toHaveLength(1);
+            rmSync(join(dir, '.staging', copies[0]!), { recursive: true, force: true });
+          }
           return textReply('Saved.');
         },
         { sticky: true },
@@ -361,6 +395,7 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
         },
       );
       const dirs: string[] = [];
+      const copies: string[] = [];
       const bodies: string[] = [];
       scripted.server.route(
         'extract',
@@ -371,6 +406,13 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
           if (!last.includes(MARK)) return textReply('Saved.');
           const dir = /the memory directory `([^`]+)`/.exec(last)![1]!;
           dirs.push(dir);
+          // The fork's copy, where its writes land (the fork itself is told the live path).
+          const copy = join(
+            acme.paths.memoryDir,
+            '.staging',
+            readdirSync(join(acme.paths.memoryDir, '.staging'))[0]!,
+          );
+          copies.push(copy);
           return reply(
             text('Saving.'),
             // Positive control: inside its own copy.
@@ -378,13 +420,14 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
               file_path: join(dir, 'project_acme.md'),
               content: '---\nname: Acme\ndescription: acme fact\ntype: project\n---\nacme\n',
             }),
-            // Outside it: the other tenant's memory (write and read), and this tenant's own live directory.
+            // Outside it: the other tenant's memory (write and read), and this tenant's area outside its
+            // memory directory.
             toolUse('Write', {
               file_path: join(rival.paths.memoryDir, 'project_rival.md'),
               content: 'pwned',
             }),
             toolUse('Read', { file_path: join(rival.paths.memoryDir, 'project_rival.md') }),
-            toolUse('Write', { file_path: join(acme.paths.memoryDir, 'project_live.md'), content: 'live' }),
+            toolUse('Write', { file_path: join(dir, '..', 'project_live.md'), content: 'live' }),
           );
         },
         { sticky: true },
@@ -409,11 +452,13 @@ describe.each(WORKER_TEST_BACKENDS.filter(([kind]) => kind === 'redis'))(
       expect(result.outcome).toBe('extracted');
       expect(result.memories.map((m) => m.path)).toEqual(['project_acme.md']);
       expect(result.deniedToolCalls).toBeGreaterThanOrEqual(2);
-      // The copy was inside acme's own memory directory, so inside its area.
-      expect(dirs[0]!.startsWith(join(acme.paths.memoryDir, '.staging'))).toBe(true);
-      expect(dirs[0]!.startsWith(tenantHomeDir(engramHome, 'acme'))).toBe(true);
+      // The fork was told the live directory; its copy was inside acme's own memory directory, so its area.
+      expect(dirs[0]).toBe(acme.paths.memoryDir);
+      expect(copies[0]!.startsWith(join(acme.paths.memoryDir, '.staging'))).toBe(true);
+      expect(copies[0]!.startsWith(tenantHomeDir(engramHome, 'acme'))).toBe(true);
       expect(readFileSync(join(acme.paths.memoryDir, 'project_acme.md'), 'utf8')).toContain('acme');
-      expect(existsSync(join(acme.paths.memoryDir, 'project_live.md'))).toBe(false);
+      expect(existsSync(join(acme.paths.memoryDir, '..', 'project_live.md'))).toBe(false);
+      expect(existsSync(copies[0]!)).toBe(false);
       expect(readFileSync(join(rival.paths.memoryDir, 'project_rival.md'), 'utf8')).toBe(rivalSecret);
       // The rival's bytes never reached the model.
       expect(bodies.some((b) => b.includes('rival-only-7f3a'))).toBe(false);

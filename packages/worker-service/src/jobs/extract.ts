@@ -1,5 +1,5 @@
 import { promises as fs } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import type { ModelClient } from '@engram/agent-runtime/model/client';
 import { buildChain } from '@engram/agent-runtime/transcript/chain';
 import { TranscriptStore } from '@engram/agent-runtime/transcript/store';
@@ -14,14 +14,13 @@ import { loadMemoryIndex } from '@engram/memory-core/memdir/index-file';
 import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
 import { formatMemoryManifest, type MemoryHeader, scanMemoryDir } from '@engram/memory-core/memdir/scan';
 import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '@engram/memory-core/paths/memory-paths';
-import { type CanUseTool, memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
+import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
 import { buildExtractionPrompt } from '@engram/memory-core/prompts/extraction-prompt';
 import { type ForkOutcome, type ForkPlan, type Receipt, runForkPipeline } from '@engram/memory-work/pipeline';
 import {
   type CommitStepHook,
   removeJobStagingDirs,
   runStagedForkPipeline,
-  STAGING_DIRNAME,
   type StagedJournal,
   settleCoveredStaged,
 } from '@engram/memory-work/staged';
@@ -175,8 +174,10 @@ export function createExtractHandler(deps: ExtractDeps) {
       return { outcome: 'skipped-no-new-messages', ...base, ...nothing };
     }
 
-    // The fork's plan against `root`: the live memory directory (serial path) or the job's staging copy of it
-    // (staged path); either way the only directory the fork may change, named in its instruction.
+    // The fork's plan with its files at `root`: the live memory directory (serial path) or the job's staging
+    // copy of it (staged path: the pipeline aliases the live path onto the copy). Either way the fork is told
+    // the live directory, the path its session's cached system prompt names, so a staged request is the
+    // serial one's; the manifest and the policy judge `root`, where the files the tools open are.
     const planFor = async (root: string, recovered: readonly string[]): Promise<ForkPlan> => {
       // The fork sees what earlier attempts of this job wrote whatever the manifest's newest-200 window
       // holds now (more than 200 newer files may have landed between attempts), and is told those facts
@@ -203,20 +204,16 @@ export function createExtractHandler(deps: ExtractDeps) {
         instruction: buildExtractionPrompt({
           newMessageCount,
           manifest: formatMemoryManifest(headers),
-          memoryDir: root,
+          memoryDir: paths.memoryDir,
           maxTurns: EXTRACT_MAX_TURNS,
           alreadyWritten,
         }),
-        canUseTool: stagedAware(
-          memoryWritePolicy(root, { teamDir: join(root, TEAM_DIRNAME) }),
-          paths.memoryDir,
-          root,
-        ),
+        canUseTool: memoryWritePolicy(root, { teamDir: join(root, TEAM_DIRNAME) }),
         maxTurns: EXTRACT_MAX_TURNS,
-        cwd: root,
+        cwd: paths.memoryDir,
         toolResultsDir: paths.toolResultsDir(payload.sessionId),
         // The fork may change only `root` (Bash may not), and reads within the job's world.
-        boundary: await jobBoundary(config, payload, { root, bash: 'read-only' }, root),
+        boundary: await jobBoundary(config, payload, { root, bash: 'read-only' }, paths.memoryDir),
       };
     };
     // Files this run changed get Claude Code's metadata (originSessionId, modified).
@@ -417,32 +414,6 @@ export function createExtractHandler(deps: ExtractDeps) {
       if (config.extractStaged === 'auto')
         await engine.state.leavePresence(activeKey, myId).catch(() => undefined);
     }
-  };
-}
-
-/**
- * On a staged copy, a Write/Edit aimed at the live memory directory (the path the session's own system prompt
- * names) is refused with the copy's path to use instead; the jail (the copy) stays the boundary.
- */
-function stagedAware(policy: CanUseTool, memoryDir: string, root: string): CanUseTool {
-  if (root === memoryDir) return policy;
-  return async (tool, input) => {
-    const path = input.file_path;
-    if (
-      (tool.name === 'Write' || tool.name === 'Edit') &&
-      typeof path === 'string' &&
-      isMemoryPathSync(path, memoryDir)
-    ) {
-      const rel = relative(memoryDir, path);
-      if (!rel.startsWith(STAGING_DIRNAME)) {
-        return {
-          behavior: 'deny',
-          message: `This extraction works on a private copy of the memory directory: use ${join(root, rel)} instead.`,
-          reason: 'path_outside_memory',
-        };
-      }
-    }
-    return policy(tool, input);
   };
 }
 
