@@ -92,14 +92,25 @@ export class JobProducer {
       const queue = this.queue(kind);
       await queue.waitUntilReady();
       const dedupId = def.deduplicationId?.(data);
-      // The bookkeeping and the add go out together (one round trip, not two): their order does not matter,
-      // because the worker reads the bookkeeping only when the job runs, well after both have landed.
-      const [, job] = await Promise.all([
-        def.beforeEnqueue?.(data, this.engine.state),
-        queue.add(kind, data, dedupId ? { deduplication: { id: dedupId, keepLastIfActive: true } } : {}),
-      ]);
-      return { kind, queue: def.queue, jobId: String(job.id) };
+      const add = () =>
+        queue.add(kind, data, dedupId ? { deduplication: { id: dedupId, keepLastIfActive: true } } : {});
+      if (!def.beforeEnqueue) return receipt(await add());
+      // The bookkeeping must land before the add: a worker may take a deduplicated waiting job the moment the
+      // add is seen, and reads the bookkeeping then. On Redis both go out on the queue's connection, the
+      // bookkeeping first and not awaited — the server runs them in that order, in one round trip.
+      const ordered = this.engine.orderedState(queue);
+      if (ordered) {
+        const [, job] = await Promise.all([def.beforeEnqueue(data, ordered), add()]);
+        return receipt(job);
+      }
+      await def.beforeEnqueue(data, this.engine.state);
+      return receipt(await add());
     };
+    const receipt = (job: { id?: string | undefined }): EnqueueReceipt => ({
+      kind,
+      queue: def.queue,
+      jobId: String(job.id),
+    });
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
