@@ -14,7 +14,7 @@ import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import type { QueueBackendConfig } from '@engram/queue/backend-config';
 import type { JobKind, PayloadOf } from '@engram/queue/catalog';
 import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
-import { type EnqueueReceipt, JobProducer } from '@engram/queue/producer';
+import { type EnqueueReceipt, type JobOutcome, JobProducer } from '@engram/queue/producer';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { type ExtractReceipt, SessionState, sessionStateTtlMs } from '@engram/queue/state/session-state';
 import type { StateStore } from '@engram/queue/state/state-store';
@@ -254,15 +254,20 @@ export class MemoryQueue {
   }
 
   /** One non-blocking look at a job: finished or not, and its result or failure reason. */
-  async jobOutcome<R>(
-    kind: JobKind,
-    jobId: string,
-  ): Promise<{ finished: boolean; result?: R; failedReason?: string }> {
-    const job = await this.producer.queue(kind).getJob(jobId);
-    if (!job?.finishedOn) return { finished: false };
-    return job.failedReason
-      ? { finished: true, failedReason: job.failedReason }
-      : { finished: true, result: job.returnvalue as R };
+  async jobOutcome<R>(kind: JobKind, jobId: string): Promise<JobOutcome<R>> {
+    return (await this.producer.outcome(kind, jobId)) as JobOutcome<R>;
+  }
+
+  /**
+   * Waits up to `timeoutMs` for a job's outcome: answered by the queue's completion event as soon as the job
+   * finishes (JobProducer.waitFor), unfinished at the deadline or when no queue is configured.
+   */
+  async waitForJob<R>(kind: JobKind, jobId: string, timeoutMs: number): Promise<JobOutcome<R>> {
+    try {
+      return (await this.producer.waitFor(kind, jobId, timeoutMs)) as JobOutcome<R>;
+    } catch {
+      return { finished: false };
+    }
   }
 
   /**

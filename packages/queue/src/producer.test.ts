@@ -5,7 +5,9 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { TEST_BACKENDS, testEngines } from './backends.test-helpers.js';
+import { createQueueEngine } from './engine.js';
 import type { ExtractPayload, ExtractResult } from './jobs/extract.js';
+import type { RecallPayload, RecallResult } from './jobs/recall.js';
 import { postgresSchemaFor } from './postgres-backend.js';
 import { JobProducer } from './producer.js';
 import { SessionState } from './state/session-state.js';
@@ -139,5 +141,110 @@ describe('postgres backend: the add waits for the record', () => {
     await enqueued;
     expect(await jobs.queue('extract').getJobCounts('wait')).toEqual({ wait: 1 });
     expect(await state.latestExtractRequest()).toEqual({ leafUuid: 'leaf-1', leafSeq: 1 });
+  });
+});
+
+function recallPayload(query = 'what did we decide about deploys'): RecallPayload {
+  return {
+    sessionId: 'sess-1',
+    projectDir: '-repo',
+    transcriptDir: '-repo',
+    query,
+    alreadySurfaced: [],
+    alreadyRead: [],
+    recentTools: [],
+    requestedAt: new Date().toISOString(),
+  };
+}
+
+function recallResult(query: string): RecallResult {
+  return {
+    outcome: 'model',
+    attachments: [{ path: 'a.md', header: query, content: 'x', truncated: false, mtimeMs: 1 }],
+    latencyMs: 1,
+  };
+}
+
+// Waiting for a job's result (a recall the caller needs now): the completion event answers at once, a look at
+// the job's state finds what no event delivers, and the deadline ends the wait.
+describe.each(TEST_BACKENDS)('%s backend: waitFor', (_kind, backend) => {
+  it('answers with the result of a job that finishes while it waits', async () => {
+    const { producer, worker } = await testEngines(backend, closer);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    closer.add(
+      createJobWorker(worker, 'recall', async (p) => {
+        await gate;
+        return recallResult(p.query);
+      }),
+    );
+    const jobs = closer.add(new JobProducer(producer));
+    const { jobId } = await jobs.enqueue('recall', recallPayload('first'));
+    const waiting = jobs.waitFor('recall', jobId, 20_000);
+    release();
+    expect(await waiting).toEqual({ finished: true, result: recallResult('first') });
+  });
+
+  it('answers for a job that finished before the wait began, and with the reason of a failed one', async () => {
+    const { producer, worker } = await testEngines(backend, closer);
+    const finished: string[] = [];
+    const w = closer.add(
+      createJobWorker(worker, 'recall', async (p) => {
+        if (p.query === 'fails') throw new Error('selector exploded');
+        return recallResult(p.query);
+      }),
+    );
+    w.on('completed', (job) => finished.push(String(job.id)));
+    w.on('failed', (job) => finished.push(String(job?.id)));
+    const jobs = closer.add(new JobProducer(producer));
+    const done = await jobs.enqueue('recall', recallPayload('done early'));
+    const failed = await jobs.enqueue('recall', recallPayload('fails'));
+    await waitUntil(async () => finished.length === 2, 'both jobs finished');
+    expect(await jobs.waitFor('recall', done.jobId, 20_000)).toEqual({
+      finished: true,
+      result: recallResult('done early'),
+    });
+    expect(await jobs.waitFor('recall', failed.jobId, 20_000)).toMatchObject({
+      finished: true,
+      failedReason: expect.stringContaining('selector exploded'),
+    });
+  });
+
+  it('ends unfinished when the engine cannot be reached, and the producer still closes', async () => {
+    const engine = createQueueEngine({ config: backend.unreachableConfig(), profile: 'producer' });
+    const jobs = new JobProducer(engine);
+    expect(await jobs.waitFor('recall', 'no-such-job', 300)).toEqual({ finished: false });
+    // The listener never connected: closing must not wait for it (a hook process has to be able to exit).
+    await jobs.close();
+    await engine.close();
+  });
+
+  it('ends unfinished at its deadline when nothing runs the job', async () => {
+    const { producer } = await testEngines(backend, closer);
+    const jobs = closer.add(new JobProducer(producer));
+    const { jobId } = await jobs.enqueue('recall', recallPayload());
+    expect(await jobs.waitFor('recall', jobId, 300)).toEqual({ finished: false });
+  });
+});
+
+describe('redis backend: waitFor without an event', () => {
+  const backend = TEST_BACKENDS.find(([kind]) => kind === 'redis')![1];
+
+  it('finds a job finished without a completion event by looking at its state', async () => {
+    const { producer, namespace } = await testEngines(backend, closer);
+    const jobs = closer.add(new JobProducer(producer));
+    const { jobId } = await jobs.enqueue('recall', recallPayload());
+    const waiting = jobs.waitFor('recall', jobId, 20_000);
+    await new Promise((r) => setTimeout(r, 150));
+    // The job's record says finished, but no event was written (as when an event is lost).
+    const redis = new Redis(inject('redisUrl'));
+    closer.defer(async () => redis.quit());
+    await redis.hset(`${namespace}:memory-recall:${jobId}`, {
+      finishedOn: String(Date.now()),
+      returnvalue: JSON.stringify(recallResult('no event')),
+    });
+    expect(await waiting).toEqual({ finished: true, result: recallResult('no event') });
   });
 });
