@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { walk } from '@engram/fs-walk/walk';
 import { type BoundedRead, readRegularFileBounded } from '@engram/memory-core/memdir/bounded-read';
-import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
+import { ensureIndexPointers } from '@engram/memory-core/memdir/memory-files';
 import { resolveInside } from '@engram/memory-core/paths/containment';
 import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '@engram/memory-core/paths/memory-paths';
 import { scanForSecrets } from '@engram/memory-core/security/secret-scanner';
@@ -224,6 +224,7 @@ export async function applyJournal(
     ...landed.filter((rel) => journal.files[rel]?.to !== null),
     ...Object.keys(journal.carried),
   ]);
+  const present: string[] = [];
   for (const rel of [...pointed].sort()) {
     if (isIndexRel(rel)) continue;
     if (
@@ -233,9 +234,11 @@ export async function applyJournal(
       ))
     )
       continue;
-    if (!opts.owner()) throw lost();
-    await ensureIndexPointer(memoryDir, rel);
+    present.push(rel);
   }
+  if (!opts.owner()) throw lost();
+  // One read and one write of each index for all of them: the commit holds the project's writer lease.
+  await ensureIndexPointers(memoryDir, present);
   return { landed, unlanded };
 }
 
