@@ -22,6 +22,17 @@ describe('tree hashes', () => {
     expect(isVisibleMarkdown('team/.x/y.md')).toBe(false);
   });
 
+  it('hashes every byte of large files and of many files (read past the first chunk, across yields)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'engram-hash-many-'));
+    const big = Buffer.alloc(300_000, 'memory line\n');
+    writeFileSync(join(root, 'big.md'), big);
+    for (let i = 0; i < 400; i++) writeFileSync(join(root, `m${i}.md`), `memory ${i}\n`);
+    const tree = await hashTree(root);
+    expect(tree.size).toBe(401);
+    expect(tree.get('big.md')).toBe(hashContent(big));
+    expect(tree.get('m399.md')).toBe(hashContent('memory 399\n'));
+  });
+
   it('diffs by content: an identical rewrite is no change; null means absent before', () => {
     const before = new Map<string, string | null>([
       ['same.md', 'h1'],
