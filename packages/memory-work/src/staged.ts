@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { promises as fs, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { walk } from '@engram/fs-walk/walk';
@@ -25,11 +25,13 @@ import {
 import { JOURNAL_TTL_MS } from './transactions.js';
 import {
   diffTrees,
+  eachFileSliced,
   HASH_TREE_MAX_ENTRIES,
   hashContent,
   hashFile,
   hashTree,
   isVisibleMarkdown,
+  readRegularFileSync,
   type TreeChange,
   type TreeState,
 } from './tree-hash.js';
@@ -122,17 +124,32 @@ export async function stageMemoryDir(memoryDir: string, stagingDir: string): Pro
     maxEntries: HASH_TREE_MAX_ENTRIES,
   });
   const out: TreeState = new Map();
-  for (const file of listing.files) {
-    const read = await readStagedFile(file.path);
-    if (!read) continue;
-    const { bytes: data, stat } = read;
-    const target = join(stagingDir, file.rel);
-    await fs.mkdir(dirname(target), { recursive: true, mode: 0o700 });
-    await fs.writeFile(target, data, { mode: 0o600 });
-    // The copy keeps the memories' ages: the fork's manifest orders and labels them by modification time.
-    await fs.utimes(target, stat.atime, stat.mtime);
-    out.set(file.rel, hashContent(data));
-  }
+  const made = new Set<string>();
+  // Synchronous file calls in slices (eachFileSliced): a copy is a few hundred small files, and a loaded
+  // worker waited for each of their nine thread-pool round trips in turn.
+  await eachFileSliced(
+    listing.files,
+    (file) => {
+      const read = readRegularFileSync(file.path, STAGED_FILE_MAX_BYTES);
+      if (!read || read.truncated) return;
+      const target = join(stagingDir, file.rel);
+      if (!made.has(dirname(target))) mkdirSync(dirname(target), { recursive: true, mode: 0o700 });
+      made.add(dirname(target));
+      writeFileSync(target, read.bytes, { mode: 0o600 });
+      // The copy keeps the memories' ages: the fork's manifest orders and labels them by modification time.
+      utimesSync(target, read.stat.atime, read.stat.mtime);
+      out.set(file.rel, hashContent(read.bytes));
+    },
+    async (file) => {
+      const read = await readStagedFile(file.path);
+      if (!read) return;
+      const target = join(stagingDir, file.rel);
+      await fs.mkdir(dirname(target), { recursive: true, mode: 0o700 });
+      await fs.writeFile(target, read.bytes, { mode: 0o600 });
+      await fs.utimes(target, read.stat.atime, read.stat.mtime);
+      out.set(file.rel, hashContent(read.bytes));
+    },
+  );
   return out;
 }
 

@@ -1,8 +1,16 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { diffTrees, hashContent, hashTree, isVisibleMarkdown } from './tree-hash.js';
+import {
+  diffTrees,
+  hashContent,
+  hashTree,
+  isVisibleMarkdown,
+  readRegularFile,
+  readRegularFileSync,
+} from './tree-hash.js';
 
 describe('tree hashes', () => {
   it('hashes visible Markdown files, recursively, skipping hidden entries and symlinks', async () => {
@@ -31,6 +39,23 @@ describe('tree hashes', () => {
     expect(tree.size).toBe(401);
     expect(tree.get('big.md')).toBe(hashContent(big));
     expect(tree.get('m399.md')).toBe(hashContent('memory 399\n'));
+  });
+
+  it('reads only regular files, never through a last-component link, and says when it stopped at the cap', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'engram-read-regular-'));
+    writeFileSync(join(root, 'a.md'), 'abcdef');
+    symlinkSync(join(root, 'a.md'), join(root, 'link.md'));
+    execFileSync('mkfifo', [join(root, 'pipe.md')]);
+    for (const read of [readRegularFileSync, readRegularFile]) {
+      expect((await read(join(root, 'a.md')))?.bytes.toString()).toBe('abcdef');
+      expect(await read(join(root, 'a.md'), 4)).toMatchObject({ truncated: true });
+      expect((await read(join(root, 'a.md'), 4))?.bytes.toString()).toBe('abcd');
+      expect(await read(join(root, 'a.md'), 6)).toMatchObject({ truncated: false });
+      // A FIFO is not waited on, a symlink is not followed, a missing file is no error.
+      expect(await read(join(root, 'pipe.md'))).toBeUndefined();
+      expect(await read(join(root, 'link.md'))).toBeUndefined();
+      expect(await read(join(root, 'gone.md'))).toBeUndefined();
+    }
   });
 
   it('diffs by content: an identical rewrite is no change; null means absent before', () => {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { closeSync, constants, fstatSync, promises as fs, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, promises as fs, openSync, readSync, type Stats } from 'node:fs';
 import { walk } from '@engram/fs-walk/walk';
 
 // What a directory holds, as content hashes: the ground truth a fork's receipt is computed from. A fork's
@@ -24,17 +24,28 @@ export function hashContent(content: string | Buffer): string {
   return createHash('sha256').update(content).digest('hex');
 }
 
-// I/O strategy (as in memory-core's scan): a job hashes its memory directory two or three times, a few hundred
-// small files each, and every async read is four thread-pool round trips (open, stat, read, close) that a
-// loaded worker waits for one by one; synchronous reads of a local disk are several times faster. The loop
-// yields every SYNC_SLICE_MS, and once a read is slow (a network volume) the rest are read asynchronously.
+// I/O strategy (as in memory-core's scan): a job hashes (and a staged one copies) its memory directory, a few
+// hundred small files, and every async read is four thread-pool round trips (open, stat, read, close) that a
+// loaded worker waits for one by one; synchronous calls on a local disk are several times faster. The loop
+// yields every SYNC_SLICE_MS, and once a file is slow (a network volume) the rest go asynchronously.
 const SYNC_SLICE_MS = 5;
-const SLOW_READ_MS = 2;
+const SLOW_FILE_MS = 2;
 // Opened without blocking and without following a final symlink, and judged on the descriptor: a FIFO or a
 // link swapped in after the walk is skipped, never waited on.
 const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0) | (constants.O_NOFOLLOW ?? 0);
 
-function readRegularSync(path: string): Buffer | undefined {
+export interface RegularFileRead {
+  bytes: Buffer;
+  stat: Stats;
+  /** More than `maxBytes` followed (only the cap was read). */
+  truncated: boolean;
+}
+
+/** Synchronously reads a regular file (at most `maxBytes`); undefined when it is gone or not a regular file. */
+export function readRegularFileSync(
+  path: string,
+  maxBytes = Number.POSITIVE_INFINITY,
+): RegularFileRead | undefined {
   let fd: number;
   try {
     fd = openSync(path, OPEN_FLAGS);
@@ -46,14 +57,18 @@ function readRegularSync(path: string): Buffer | undefined {
     if (!stat.isFile()) return undefined;
     const chunks: Buffer[] = [];
     let total = 0;
-    for (;;) {
-      const chunk = Buffer.allocUnsafe(Math.max(stat.size - total + 1, 4096));
-      const n = readSync(fd, chunk, 0, chunk.length, total);
+    while (total <= maxBytes) {
+      const want = Math.min(Math.max(stat.size - total + 1, 4096), maxBytes + 1 - total);
+      const chunk = Buffer.allocUnsafe(want);
+      const n = readSync(fd, chunk, 0, want, total);
       if (n === 0) break;
       chunks.push(chunk.subarray(0, n));
       total += n;
     }
-    return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, total);
+    const all = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, total);
+    return total > maxBytes
+      ? { bytes: all.subarray(0, maxBytes), stat, truncated: true }
+      : { bytes: all, stat, truncated: false };
   } catch {
     return undefined;
   } finally {
@@ -61,15 +76,60 @@ function readRegularSync(path: string): Buffer | undefined {
   }
 }
 
-async function readRegular(path: string): Promise<Buffer | undefined> {
+/** The same read, asynchronously (for a slow filesystem). */
+export async function readRegularFile(
+  path: string,
+  maxBytes = Number.POSITIVE_INFINITY,
+): Promise<RegularFileRead | undefined> {
   const handle = await fs.open(path, OPEN_FLAGS).catch(() => undefined);
   if (!handle) return undefined;
   try {
-    return (await handle.stat()).isFile() ? await handle.readFile() : undefined;
+    const stat = await handle.stat();
+    if (!stat.isFile()) return undefined;
+    const chunks: Buffer[] = [];
+    let total = 0;
+    while (total <= maxBytes) {
+      const want = Math.min(Math.max(stat.size - total + 1, 4096), maxBytes + 1 - total);
+      const { bytesRead, buffer } = await handle.read(Buffer.allocUnsafe(want), 0, want, total);
+      if (bytesRead === 0) break;
+      chunks.push(buffer.subarray(0, bytesRead));
+      total += bytesRead;
+    }
+    const all = Buffer.concat(chunks, total);
+    return total > maxBytes
+      ? { bytes: all.subarray(0, maxBytes), stat, truncated: true }
+      : { bytes: all, stat, truncated: false };
   } catch {
     return undefined;
   } finally {
     await handle.close().catch(() => {});
+  }
+}
+
+/**
+ * Runs `sync(item)` for each item on the event loop's thread, yielding every SYNC_SLICE_MS; once one call is
+ * slower than SLOW_FILE_MS, the rest run through `async(item)`.
+ */
+export async function eachFileSliced<T>(
+  items: readonly T[],
+  sync: (item: T) => void,
+  async: (item: T) => Promise<void>,
+): Promise<void> {
+  let fast = true;
+  let sliceStart = performance.now();
+  for (const item of items) {
+    if (!fast) {
+      await async(item);
+      continue;
+    }
+    const started = performance.now();
+    sync(item);
+    const now = performance.now();
+    if (now - started > SLOW_FILE_MS) fast = false;
+    if (now - sliceStart > SYNC_SLICE_MS) {
+      await new Promise((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
   }
 }
 
@@ -84,22 +144,17 @@ export async function hashTree(root: string, opts: HashTreeOptions = {}): Promis
     maxEntries: opts.maxEntries ?? HASH_TREE_MAX_ENTRIES,
   });
   const out: TreeState = new Map();
-  let sync = true;
-  let sliceStart = performance.now();
-  for (const file of listing.files) {
-    let content: Buffer | undefined;
-    if (sync) {
-      const started = performance.now();
-      content = readRegularSync(file.path);
-      const now = performance.now();
-      if (now - started > SLOW_READ_MS) sync = false;
-      if (now - sliceStart > SYNC_SLICE_MS) {
-        await new Promise((resolve) => setImmediate(resolve));
-        sliceStart = performance.now();
-      }
-    } else content = await readRegular(file.path);
-    if (content !== undefined) out.set(file.rel, hashContent(content));
-  }
+  await eachFileSliced(
+    listing.files,
+    (file) => {
+      const read = readRegularFileSync(file.path);
+      if (read) out.set(file.rel, hashContent(read.bytes));
+    },
+    async (file) => {
+      const read = await readRegularFile(file.path);
+      if (read) out.set(file.rel, hashContent(read.bytes));
+    },
+  );
   return out;
 }
 
