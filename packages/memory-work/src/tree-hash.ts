@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { closeSync, constants, fstatSync, promises as fs, openSync, readSync, type Stats } from 'node:fs';
+import { closeSync, constants, promises as fs, fstatSync, openSync, readSync, type Stats } from 'node:fs';
 import { walk } from '@engram/fs-walk/walk';
 
 // What a directory holds, as content hashes: the ground truth a fork's receipt is computed from. A fork's
