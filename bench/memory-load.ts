@@ -12,9 +12,21 @@
 //   lost (a fact with no file at the end) and doubled (a fact in more than one file): both must be 0.
 // Bounded: every phase has a deadline; the model server, Redis and the workers listen on loopback only.
 // Run: npm run build && npm run bench:memory-load -w @engram/bench   (env: W, SESSIONS, PROJECTS, TURNS)
+//
+// CASE=one-project: SESSIONS (default 12) sessions in ONE project, W worker processes of one extraction slot
+// each (ENGRAM_CONCURRENCY_EXTRACT=1: W is the number of forks that can run at once), staged extraction (auto,
+// the default). Two parts:
+//   latency, at the normal pace (as above: TURNS turns per session, 0.5–1.5 s apart, model 200–500 ms): turn
+//     end → memory on disk p50/p95 at W=2 and W=4;
+//   capacity, saturated: every session produces a turn every CAP_GAP_MS (a standing backlog — each session
+//     always has a job waiting), the extraction fork's model calls take MODEL_MS (1,000–1,500 ms, so the
+//     workers wait on the model, not on the two cores); after a warm-up, completed extractions per second
+//     over a CAP_WINDOW_MS window, W=2 and W=4 in ABBA order (W2, W4, W4, W2), each on a fresh project with
+//     the same offered load. Printed with the backlog seen (jobs waiting, sampled) and the extraction model
+//     calls in flight, so a phase that was not saturated shows it. SERIAL=1 adds serial (=0) capacity phases.
 
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, promises as fs, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, promises as fs, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,16 +49,27 @@ const W = Number(process.env.W ?? 2);
 const SESSIONS = Number(process.env.SESSIONS ?? 30);
 const PROJECTS = Number(process.env.PROJECTS ?? 5);
 const TURNS = Number(process.env.TURNS ?? 4);
-// CASE=one-project: SESSIONS (default 12) in one project, W=2 then W=4 worker processes of one extraction slot
-// each, serial (ENGRAM_EXTRACT_STAGED=0) then staged (=STAGED_MODE: auto, the default, or 1); prints p50/p95,
-// throughput, W4/W2.
 const ONE_PROJECT = process.env.CASE === 'one-project';
+/** CASE=one-project: which parts run (latency, capacity) and the capacity phases' worker counts, in order. */
+const PARTS = (process.env.PARTS ?? 'latency,capacity').split(',');
+const CAP_ROUNDS = (process.env.CAP_ROUNDS ?? '2,4,4,2').split(',').map(Number);
+const CAP_GAP_MS = Number(process.env.CAP_GAP_MS ?? 4000);
+const CAP_WARMUP_MS = Number(process.env.CAP_WARMUP_MS ?? 10_000);
+const CAP_WINDOW_MS = Number(process.env.CAP_WINDOW_MS ?? 30_000);
+const [MODEL_MIN_MS, MODEL_MAX_MS] = (process.env.MODEL_MS ?? '1000-1500').split('-').map(Number) as [
+  number,
+  number,
+];
 const PHASE_DEADLINE_MS = 180_000;
 const MARK = 'You are now the memory extraction subagent';
 const WORKER_BIN = fileURLToPath(new URL('../apps/workers/dist/bin/engram-workers.js', import.meta.url));
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const latency = () => 200 + Math.floor(Math.random() * 300);
+const between = (min: number, max: number) => () => min + Math.floor(Math.random() * (max - min));
+/** The model's latency per call, by phase: the normal pace, or the capacity phases' realistic fork calls. */
+const NORMAL = between(200, 500);
+let parentLatency = NORMAL;
+let extractLatency = NORMAL;
 
 interface Fact {
   session: number;
@@ -56,10 +79,13 @@ interface Fact {
   dir: string;
 }
 
+/** WORKER_LOG=<file>: the workers' log lines (LOG_LEVEL, default warn) are appended there, for diagnosis. */
+const workerLog = process.env.WORKER_LOG ? openSync(process.env.WORKER_LOG, 'a') : 'ignore';
+
 function spawnWorker(env: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, [WORKER_BIN], {
     env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', workerLog, 'inherit'],
   });
   return child;
 }
@@ -74,10 +100,17 @@ async function main() {
   const children: ChildProcess[] = [];
   let forks = 0;
   try {
+    // Extraction model calls, as [start, end] times: how many were in flight during a capacity window.
+    const extractCalls: Array<[number, number]> = [];
+    const extractStep = (step: ScriptStep): ScriptStep => {
+      const latencyMs = extractLatency();
+      extractCalls.push([Date.now(), Date.now() + latencyMs]);
+      return { ...step, latencyMs };
+    };
     server.route(
       'parent',
       (r) => !isExtractionRequest(r.body),
-      () => textReply('Noted.', { latencyMs: latency() }),
+      () => textReply('Noted.', { latencyMs: parentLatency() }),
       {
         sticky: true,
       },
@@ -87,7 +120,7 @@ async function main() {
       (r) => isExtractionRequest(r.body),
       (r): ScriptStep => {
         const instruction = lastUserText(r.body);
-        if (!instruction.includes(MARK)) return textReply('Saved.', { latencyMs: latency() });
+        if (!instruction.includes(MARK)) return extractStep(textReply('Saved.'));
         const fork = ++forks;
         const memoryDir = /the memory directory `([^`]+)`/.exec(instruction)?.[1];
         const n = Number(/most recent ~(\d+) messages/.exec(instruction)?.[1] ?? 1);
@@ -107,8 +140,8 @@ async function main() {
               content: `---\nname: Fact ${f}\ndescription: fact ${f.replace('_', '-')} of the load bench\ntype: project\n---\nfact ${f.replace('_', '-')}\n`,
             }),
           );
-        if (writes.length === 0) return textReply('Already saved.', { latencyMs: latency() });
-        return { ...reply(text('Saving.'), ...writes), latencyMs: latency() };
+        if (writes.length === 0) return extractStep(textReply('Already saved.'));
+        return extractStep(reply(text('Saving.'), ...writes));
       },
       { sticky: true },
     );
@@ -123,7 +156,7 @@ async function main() {
       ANTHROPIC_API_KEY: 'bench',
       ANTHROPIC_BASE_URL: server.url,
       ENGRAM_MODEL_MAX_RETRIES: '0',
-      LOG_LEVEL: 'warn',
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
     };
     const startWorkers = async (w: number, extra: Record<string, string>) => {
       for (let i = 0; i < w; i++) children.push(spawnWorker({ ...env, ...extra }));
@@ -230,43 +263,131 @@ async function main() {
       };
     };
 
+    // Capacity: a standing backlog (every session a turn each CAP_GAP_MS), completed extractions per second
+    // over a window after a warm-up. Fresh project per phase; what is left queued at the end is dropped.
+    const capacity = async (label: string, sessions: number) => {
+      const cwd = join(dir, `${label}-repo`);
+      mkdirSync(cwd, { recursive: true });
+      const fgs = Array.from({ length: sessions }, () => createForeground(server, { engramHome, cwd }));
+      const queue = memory.producer.queue('extract');
+      const events = memory.engine.createQueueEvents('memory-extract');
+      const done: Array<{ at: number; sessionId: string; outcome: string; memories: number }> = [];
+      events.on('completed', ({ returnvalue }) => {
+        const result = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as {
+          sessionId: string;
+          outcome: string;
+          memories: unknown[];
+        };
+        done.push({
+          at: Date.now(),
+          sessionId: result.sessionId,
+          outcome: result.outcome,
+          memories: result.memories.length,
+        });
+      });
+      await events.waitUntilReady();
+      let producing = true;
+      const producers = fgs.map(async (fg, s) => {
+        for (let t = 1; producing; t++) {
+          const leaf = await fg.turn(`fact ${s}-${t}: remember this about the repository`);
+          const status = await memory.afterTurn(
+            { sessionId: fg.sessionId, paths: fg.paths },
+            leaf.newEntries,
+            leaf,
+          );
+          if (status.status !== 'queued') throw new Error(`not queued: ${JSON.stringify(status)}`);
+          await sleep(CAP_GAP_MS);
+        }
+      });
+      await sleep(CAP_WARMUP_MS);
+      const from = Date.now();
+      const waiting: number[] = [];
+      while (Date.now() < from + CAP_WINDOW_MS) {
+        const counts = await queue.getJobCounts('wait', 'delayed');
+        waiting.push((counts.wait ?? 0) + (counts.delayed ?? 0));
+        await sleep(500);
+      }
+      const to = Date.now();
+      producing = false;
+      const ours = new Set(fgs.map((fg) => fg.sessionId));
+      await Promise.all(producers);
+      await events.close();
+      await stopWorkers();
+      await queue.obliterate({ force: true });
+      const inWindow = done.filter((d) => d.at >= from && d.at < to && ours.has(d.sessionId));
+      const extracted = inWindow.filter((d) => d.outcome === 'extracted');
+      // Mean extraction model calls in flight over the window (sampled every 50 ms).
+      let inFlight = 0;
+      let samples = 0;
+      for (let t = from; t < to; t += 50, samples++)
+        inFlight += extractCalls.filter(([a, b]) => a <= t && t < b).length;
+      return {
+        perSecond: extracted.length / ((to - from) / 1000),
+        extractions: extracted.length,
+        other: inWindow.length - extracted.length,
+        memories: extracted.reduce((n, d) => n + d.memories, 0),
+        waitingMin: Math.min(...waiting),
+        waitingMean: waiting.reduce((a, b) => a + b, 0) / waiting.length,
+        inFlight: inFlight / samples,
+      };
+    };
+
     if (ONE_PROJECT) {
       const sessions = Number(process.env.SESSIONS ?? 12);
-      const rows: Array<{ mode: string; w: number; r: Awaited<ReturnType<typeof run>> }> = [];
-      for (const [mode, staged] of [
-        ['serial', false],
-        ['staged', true],
-      ] as const) {
-        for (const w of [2, 4]) {
-          // One extraction slot per worker process: W is the number of forks that can run at once.
-          await startWorkers(w, {
-            ENGRAM_CONCURRENCY_EXTRACT: '1',
-            ENGRAM_EXTRACT_STAGED: staged ? (process.env.STAGED_MODE ?? 'auto') : '0',
-          });
-          rows.push({ mode, w, r: await run(`one-${mode}-${w}`, sessions, 1) });
-          await stopWorkers();
-        }
-      }
       const ms = (v: number) => `${Math.round(v)} ms`;
-      console.log(
-        `one project: ${sessions} sessions, turns ${TURNS}, model 200–500 ms, 1 extraction slot per worker`,
-      );
-      for (const { mode, w, r } of rows) {
+      const slots = (staged: boolean) => ({
+        // One extraction slot per worker process: W is the number of forks that can run at once. No sweep:
+        // every turn here is enqueued, and an earlier phase's idle sessions would add their jobs to this one's.
+        ENGRAM_QUEUES: 'extract',
+        ENGRAM_CONCURRENCY_EXTRACT: '1',
+        ENGRAM_EXTRACT_STAGED: staged ? (process.env.STAGED_MODE ?? 'auto') : '0',
+      });
+      console.log(`one project: ${sessions} sessions, 1 extraction slot per worker process, staged = auto`);
+      const latencies: Array<{ w: number; r: Awaited<ReturnType<typeof run>> }> = [];
+      for (const w of PARTS.includes('latency') ? [2, 4] : []) {
+        await startWorkers(w, slots(true));
+        const r = await run(`one-latency-${w}`, sessions, 1);
+        latencies.push({ w, r });
+        await stopWorkers();
         console.log(
-          `${mode} W=${w}: ${r.facts} facts, ${r.completed} extractions; turn end → memory on disk p50 ${ms(r.p50)}, ` +
-            `p95 ${ms(r.p95)}, max ${ms(r.max)}; throughput ${r.throughput.toFixed(2)} facts/s; ` +
-            `lost ${r.lost}, doubled ${r.doubled}`,
+          `latency W=${w} (normal pace: ${TURNS} turns 0.5–1.5 s apart, model 200–500 ms): ${r.facts} facts, ` +
+            `${r.completed} extractions; turn end → memory on disk p50 ${ms(r.p50)}, p95 ${ms(r.p95)}, ` +
+            `max ${ms(r.max)}; lost ${r.lost}, doubled ${r.doubled}`,
         );
       }
-      const at = (mode: string, w: number) => rows.find((x) => x.mode === mode && x.w === w)!.r;
-      const ratio = (mode: string) => at(mode, 4).throughput / at(mode, 2).throughput;
-      const s4 = at('staged', 4);
+      parentLatency = between(20, 60);
+      extractLatency = between(MODEL_MIN_MS, MODEL_MAX_MS);
+      const modes: Array<[string, boolean]> = [
+        ['staged', true],
+        ...(process.env.SERIAL === '1' ? [['serial', false] as [string, boolean]] : []),
+      ];
+      const caps: Array<{ mode: string; w: number; c: Awaited<ReturnType<typeof capacity>> }> = [];
+      for (const [mode, staged] of modes) {
+        for (const [round, w] of (PARTS.includes('capacity') ? CAP_ROUNDS : []).entries()) {
+          await startWorkers(w, slots(staged));
+          const c = await capacity(`one-cap-${mode}-${w}-${round}`, sessions);
+          caps.push({ mode, w, c });
+          console.log(
+            `capacity ${mode} W=${w} (turn every ${CAP_GAP_MS} ms per session, fork model calls ${MODEL_MIN_MS}–` +
+              `${MODEL_MAX_MS} ms, ${CAP_WINDOW_MS / 1000} s window): ${c.perSecond.toFixed(2)} extractions/s ` +
+              `(${c.extractions}, ${c.memories} memories; ${c.other} skipped); jobs waiting min ${c.waitingMin}, ` +
+              `mean ${c.waitingMean.toFixed(1)}; extraction model calls in flight ${c.inFlight.toFixed(2)}`,
+          );
+        }
+      }
+      const mean = (mode: string, w: number) => {
+        const xs = caps.filter((x) => x.mode === mode && x.w === w).map((x) => x.c.perSecond);
+        return xs.reduce((a, b) => a + b, 0) / xs.length;
+      };
+      const ratio = mean('staged', 4) / mean('staged', 2);
+      const saturated = caps.every((x) => x.c.waitingMin > 0);
+      const w4 = latencies.find((x) => x.w === 4)?.r;
       console.log(
-        `throughput W4/W2: serial ${ratio('serial').toFixed(2)}×, staged ${ratio('staged').toFixed(2)}×; ` +
-          `staged W4 vs serial W4: ${(s4.throughput / at('serial', 4).throughput).toFixed(2)}× throughput, ` +
-          `p95 ${(s4.p95 / at('serial', 4).p95).toFixed(2)}×; staged p95 ≤ 10 s: ${s4.p95 <= 10_000 ? 'PASS' : 'MISS'}; ` +
-          `W4 ≥ 1.7× W2: ${ratio('staged') >= 1.7 ? 'PASS' : 'MISS'}; 0 lost / 0 doubled: ` +
-          `${rows.every(({ r }) => r.lost === 0 && r.doubled === 0) ? 'PASS' : 'MISS'}`,
+        `${w4 ? `staged W4 p95 ${ms(w4.p95)} ≤ 10 s: ${w4.p95 <= 10_000 ? 'PASS' : 'MISS'}; ` : ''}capacity W4/W2 ${ratio.toFixed(2)}× ` +
+          `(${mean('staged', 4).toFixed(2)} / ${mean('staged', 2).toFixed(2)} extractions/s) ≥ 1.7×: ` +
+          `${ratio >= 1.7 ? 'PASS' : 'MISS'}${saturated ? '' : ' (a phase ran without a backlog: not a capacity figure)'}` +
+          `${process.env.SERIAL === '1' ? `; serial W4/W2 ${(mean('serial', 4) / mean('serial', 2)).toFixed(2)}×` : ''}; ` +
+          `0 lost / 0 doubled: ${latencies.every(({ r }) => r.lost === 0 && r.doubled === 0) ? 'PASS' : 'MISS'}`,
       );
       raw.disconnect();
       await memory.close();

@@ -14,7 +14,7 @@ import { sanitizePath } from '@engram/memory-core/paths/sanitize';
 import type { QueueBackendConfig } from '@engram/queue/backend-config';
 import type { JobKind, PayloadOf } from '@engram/queue/catalog';
 import { createQueueEngine, type QueueEngine } from '@engram/queue/engine';
-import { type EnqueueReceipt, JobProducer } from '@engram/queue/producer';
+import { type EnqueueReceipt, type JobOutcome, JobProducer } from '@engram/queue/producer';
 import { ProjectChanges, projectChangesScope } from '@engram/queue/state/project-changes';
 import { type ExtractReceipt, SessionState, sessionStateTtlMs } from '@engram/queue/state/session-state';
 import type { StateStore } from '@engram/queue/state/state-store';
@@ -78,9 +78,10 @@ export class MemoryQueue {
   private producerInstance: JobProducer | undefined;
   /** Enqueue failures this process saw (reported by `engram doctor` and in JSON output). */
   failures = 0;
-  /** Session directories whose memory record this process has written. */
   /** Session directories whose record this process wrote (or is writing): the write, once per session. */
   private readonly recorded = new Map<string, Promise<void>>();
+  /** The record writes still in flight. */
+  private readonly recording = new Set<Promise<void>>();
   /** Session directories whose outbox may hold work (this process kept some, or found some on disk). */
   private readonly pending = new Set<string>();
   private retryTimer: NodeJS.Timeout | undefined;
@@ -133,7 +134,15 @@ export class MemoryQueue {
     };
   }
 
-  async enqueue<K extends JobKind>(kind: K, payload: PayloadOf<K>): Promise<MemoryWorkStatus> {
+  /**
+   * Enqueues `payload`; work of a durable kind that cannot be enqueued is kept in the session's outbox. With
+   * `session`, that session's record is written before its outbox (afterTurn starts it only after the enqueue).
+   */
+  async enqueue<K extends JobKind>(
+    kind: K,
+    payload: PayloadOf<K>,
+    session?: SessionRef,
+  ): Promise<MemoryWorkStatus> {
     try {
       const receipt: EnqueueReceipt = await this.producer.enqueue(kind, payload);
       // The engine answers again: hand over whatever waits in outboxes (in the background).
@@ -147,7 +156,7 @@ export class MemoryQueue {
       if (!dir || !DURABLE_KINDS.has(kind) || !retryable) return { status: 'not-queued', reason };
       try {
         // Kept work is found through the session's record: it is on disk before the outbox is.
-        await this.recorded.get(dir);
+        await (session ? this.recordSession(session) : this.recorded.get(dir));
         await addToOutbox(dir, { kind: kind as OutboxItem['kind'], payload, atMs: Date.now() });
       } catch {
         return { status: 'not-queued', reason };
@@ -214,11 +223,11 @@ export class MemoryQueue {
 
   /**
    * Writes the session's memory record once per process (the reconciliation sweep finds the session by it) and
-   * picks up an outbox a previous process of this session left. Off the turn's path: `afterTurn` starts it and
-   * does not wait (the sweep looks only at sessions idle for `ENGRAM_RECONCILE_QUIET_MS`, long after it lands;
-   * a queued job needs no record). What does need it waits for it: an outbox write (kept work is found through
-   * the record) and `close()`, so a short-lived process never exits before its record is on disk. A failed
-   * write is tried again at the session's next turn.
+   * picks up an outbox a previous process of this session left. Off the turn's path: `afterTurn` starts it once
+   * its enqueue is answered and does not wait (the sweep looks only at sessions idle for
+   * `ENGRAM_RECONCILE_QUIET_MS`, long after it lands; a queued job needs no record). What does need it waits for
+   * it: an outbox write (kept work is found through the record) and `close()`, so a short-lived process never
+   * exits before its record is on disk. A failed write is tried again at the session's next turn.
    */
   private recordSession(ref: SessionRef): Promise<void> {
     const dir = ref.paths.sessionDir(ref.sessionId);
@@ -226,6 +235,8 @@ export class MemoryQueue {
     if (running) return running;
     const { projectDir, transcriptDir } = this.projectRef(ref);
     const write = (async () => {
+      // Started from the next turn of the event loop: the turn whose end asked for it has answered by then.
+      await new Promise((resolve) => setImmediate(resolve));
       try {
         await writeSessionRecord(dir, { version: 1, sessionId: ref.sessionId, projectDir, transcriptDir });
       } catch {
@@ -237,19 +248,26 @@ export class MemoryQueue {
       }
     })();
     this.recorded.set(dir, write);
+    this.recording.add(write);
+    void write.finally(() => this.recording.delete(write));
     return write;
   }
 
   /** One non-blocking look at a job: finished or not, and its result or failure reason. */
-  async jobOutcome<R>(
-    kind: JobKind,
-    jobId: string,
-  ): Promise<{ finished: boolean; result?: R; failedReason?: string }> {
-    const job = await this.producer.queue(kind).getJob(jobId);
-    if (!job?.finishedOn) return { finished: false };
-    return job.failedReason
-      ? { finished: true, failedReason: job.failedReason }
-      : { finished: true, result: job.returnvalue as R };
+  async jobOutcome<R>(kind: JobKind, jobId: string): Promise<JobOutcome<R>> {
+    return (await this.producer.outcome(kind, jobId)) as JobOutcome<R>;
+  }
+
+  /**
+   * Waits up to `timeoutMs` for a job's outcome: answered by the queue's completion event as soon as the job
+   * finishes (JobProducer.waitFor), unfinished at the deadline or when no queue is configured.
+   */
+  async waitForJob<R>(kind: JobKind, jobId: string, timeoutMs: number): Promise<JobOutcome<R>> {
+    try {
+      return (await this.producer.waitFor(kind, jobId, timeoutMs)) as JobOutcome<R>;
+    } catch {
+      return { finished: false };
+    }
   }
 
   /**
@@ -263,8 +281,18 @@ export class MemoryQueue {
     turnEntries: readonly ChainEntry[],
     leaf: { leafUuid: string; leafSeq: number },
   ): Promise<MemoryWorkStatus> {
-    // Not awaited: the record is off the turn's path (recordSession says what waits for it).
+    const status = await this.decideAfterTurn(ref, turnEntries, leaf);
+    // Not awaited, and started only now so its file I/O does not share the enqueue's moment (recordSession
+    // says what waits for it; kept work wrote it already).
     void this.recordSession(ref);
+    return status;
+  }
+
+  private async decideAfterTurn(
+    ref: SessionRef,
+    turnEntries: readonly ChainEntry[],
+    leaf: { leafUuid: string; leafSeq: number },
+  ): Promise<MemoryWorkStatus> {
     const isMemoryPath = (p: string) => isMemoryPathSync(p, ref.paths.memoryDir);
     if (hasMemoryWritesSince(turnEntries, undefined, isMemoryPath)) {
       try {
@@ -276,12 +304,16 @@ export class MemoryQueue {
         return { status: 'not-queued', reason: queueDownReason(error) };
       }
     }
-    return this.enqueue('extract', {
-      sessionId: ref.sessionId,
-      ...this.projectRef(ref),
-      ...leaf,
-      requestedAt: new Date().toISOString(),
-    });
+    return this.enqueue(
+      'extract',
+      { sessionId: ref.sessionId, ...this.projectRef(ref), ...leaf, requestedAt: new Date().toISOString() },
+      ref,
+    );
+  }
+
+  /** Resolves when the session records this process started are on disk (or failed). */
+  async sessionRecordsWritten(): Promise<void> {
+    while (this.recording.size > 0) await Promise.allSettled([...this.recording]);
   }
 
   /** Waits (bounded) until the session's extraction cursor covers `leafSeq`, then returns the receipts. */
@@ -314,7 +346,7 @@ export class MemoryQueue {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
     // Session records still being written land before the process goes.
-    await Promise.allSettled(this.recorded.values());
+    await this.sessionRecordsWritten();
     // One last hand-over; what fails stays in the outbox for the next process or the reconciliation sweep.
     if (this.pending.size > 0 && this.producerInstance) await this.flushOutboxes().catch(() => {});
     await this.producerInstance?.close();

@@ -72,6 +72,7 @@ export async function awaitRecall(
   const started = Date.now();
   let jobId: string | undefined;
   let reused = false;
+  let recorded: Promise<unknown> = Promise.resolve();
   if (request.reuse) {
     const key = recallReuseKey(ref, request.query);
     const state = memory.engine.state;
@@ -92,7 +93,8 @@ export async function awaitRecall(
         };
       }
       jobId = queued.jobId;
-      await bounded(state.setJson(key, { jobId } satisfies ReuseRecord, RECALL_REUSE_TTL_MS), undefined);
+      // Written while this caller waits: the other caller polls for it.
+      recorded = bounded(state.setJson(key, { jobId } satisfies ReuseRecord, RECALL_REUSE_TTL_MS), undefined);
     } else {
       // The other hook is enqueueing: its job id lands in the record in a moment.
       while (!jobId && Date.now() - started < request.waitMs) {
@@ -113,17 +115,18 @@ export async function awaitRecall(
     }
     jobId = queued.jobId;
   }
-  let delay = 20;
-  while (Date.now() - started < request.waitMs) {
-    const outcome = await memory.jobOutcome<RecallResult>('recall', jobId).catch(() => undefined);
-    if (outcome?.finished) {
-      if (!outcome.result) return { status: 'not-queued', reason: `recall job ${jobId} failed` };
-      return { status: 'answered', result: outcome.result, jobId, reused };
-    }
-    await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 200);
+  // Answered by the queue's completion event as soon as the job finishes (no poll interval to wait out).
+  const outcome = await memory.waitForJob<RecallResult>(
+    'recall',
+    jobId,
+    Math.max(0, request.waitMs - (Date.now() - started)),
+  );
+  await recorded;
+  if (!outcome.finished) {
+    return { status: 'timeout', reason: `recall did not answer within ${request.waitMs} ms` };
   }
-  return { status: 'timeout', reason: `recall did not answer within ${request.waitMs} ms` };
+  if (!outcome.result) return { status: 'not-queued', reason: `recall job ${jobId} failed` };
+  return { status: 'answered', result: outcome.result, jobId, reused };
 }
 
 /**

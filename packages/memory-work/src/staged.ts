@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { promises as fs, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { writeFileAtomic } from '@engram/fs-atomic/atomic-write';
 import { walk } from '@engram/fs-walk/walk';
 import { type BoundedRead, readRegularFileBounded } from '@engram/memory-core/memdir/bounded-read';
-import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
+import { ensureIndexPointer, ensureIndexPointers } from '@engram/memory-core/memdir/memory-files';
 import { resolveInside } from '@engram/memory-core/paths/containment';
 import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '@engram/memory-core/paths/memory-paths';
 import { scanForSecrets } from '@engram/memory-core/security/secret-scanner';
@@ -25,12 +25,14 @@ import {
 import { JOURNAL_TTL_MS } from './transactions.js';
 import {
   diffTrees,
+  eachFileSliced,
   HASH_TREE_MAX_ENTRIES,
   hashContent,
   hashFile,
   hashTree,
   isVisibleMarkdown,
   MEMORY_FILE_HASH_MAX_BYTES,
+  readRegularFileSync,
   type TreeChange,
   type TreeState,
 } from './tree-hash.js';
@@ -147,17 +149,32 @@ export async function stageMemoryDir(memoryDir: string, stagingDir: string): Pro
     maxEntries: HASH_TREE_MAX_ENTRIES,
   });
   const out: TreeState = new Map();
-  for (const file of listing.files) {
-    const read = await readStagedFile(file.path);
-    if (!read) continue;
-    const { bytes: data, stat } = read;
-    const target = join(stagingDir, file.rel);
-    await fs.mkdir(dirname(target), { recursive: true, mode: 0o700 });
-    await fs.writeFile(target, data, { mode: 0o600 });
-    // The copy keeps the memories' ages: the fork's manifest orders and labels them by modification time.
-    await fs.utimes(target, stat.atime, stat.mtime);
-    out.set(file.rel, hashContent(data));
-  }
+  const made = new Set<string>();
+  // Synchronous file calls in slices (eachFileSliced): a copy is a few hundred small files, and a loaded
+  // worker waited for each of their nine thread-pool round trips in turn.
+  await eachFileSliced(
+    listing.files,
+    (file) => {
+      const read = readRegularFileSync(file.path, MEMORY_FILE_HASH_MAX_BYTES);
+      if (!read || read.truncated) return;
+      const target = join(stagingDir, file.rel);
+      if (!made.has(dirname(target))) mkdirSync(dirname(target), { recursive: true, mode: 0o700 });
+      made.add(dirname(target));
+      writeFileSync(target, read.bytes, { mode: 0o600 });
+      // The copy keeps the memories' ages: the fork's manifest orders and labels them by modification time.
+      utimesSync(target, read.stat.atime, read.stat.mtime);
+      out.set(file.rel, hashContent(read.bytes));
+    },
+    async (file) => {
+      const read = await readStagedFile(file.path);
+      if (!read) return;
+      const target = join(stagingDir, file.rel);
+      await fs.mkdir(dirname(target), { recursive: true, mode: 0o700 });
+      await fs.writeFile(target, read.bytes, { mode: 0o600 });
+      await fs.utimes(target, read.stat.atime, read.stat.mtime);
+      out.set(file.rel, hashContent(read.bytes));
+    },
+  );
   return out;
 }
 
@@ -271,12 +288,15 @@ export async function applyJournal(
     ...landed.filter((rel) => journal.files[rel]?.to !== null),
     ...Object.keys(journal.carried),
   ]);
+  const present: string[] = [];
   for (const rel of [...pointed].sort()) {
     if (isIndexRel(rel) || !(await isRegularFile(join(memoryDir, rel)))) continue;
-    if (!opts.owner()) throw lost();
-    await ensureIndexPointer(memoryDir, rel);
-    await opts.onCommitStep?.('pointer', rel);
+    present.push(rel);
   }
+  if (!opts.owner()) throw lost();
+  // One read and one write of each index for all of them: the commit holds the project's writer lease.
+  await ensureIndexPointers(memoryDir, present);
+  for (const rel of present) await opts.onCommitStep?.('pointer', rel);
   await opts.onCommitStep?.('merged');
   return { landed, unlanded };
 }

@@ -11,6 +11,8 @@ import {
   isVisibleMarkdown,
   MEMORY_FILE_HASH_MAX_BYTES,
   OVERSIZE_HASH_PREFIX,
+  readRegularFile,
+  readRegularFileSync,
   UNHASHED_PREFIX,
 } from './tree-hash.js';
 
@@ -69,6 +71,34 @@ describe('tree hashes', () => {
     expect(await hashFile(join(root, 'real.md', 'under-a-file.md'))).toBeNull();
     // The walk lists neither the link nor the FIFO (regular files only).
     expect([...(await hashTree(root)).keys()]).toEqual(['real.md']);
+  });
+
+  it('hashes every byte of large files and of many files (read past the first chunk, across yields)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'engram-hash-many-'));
+    const big = Buffer.alloc(300_000, 'memory line\n');
+    writeFileSync(join(root, 'big.md'), big);
+    for (let i = 0; i < 400; i++) writeFileSync(join(root, `m${i}.md`), `memory ${i}\n`);
+    const tree = await hashTree(root);
+    expect(tree.size).toBe(401);
+    expect(tree.get('big.md')).toBe(hashContent(big));
+    expect(tree.get('m399.md')).toBe(hashContent('memory 399\n'));
+  });
+
+  it('reads only regular files, never through a last-component link, and says when it stopped at the cap', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'engram-read-regular-'));
+    writeFileSync(join(root, 'a.md'), 'abcdef');
+    symlinkSync(join(root, 'a.md'), join(root, 'link.md'));
+    execFileSync('mkfifo', [join(root, 'pipe.md')]);
+    for (const read of [readRegularFileSync, readRegularFile]) {
+      expect((await read(join(root, 'a.md')))?.bytes.toString()).toBe('abcdef');
+      expect(await read(join(root, 'a.md'), 4)).toMatchObject({ truncated: true });
+      expect((await read(join(root, 'a.md'), 4))?.bytes.toString()).toBe('abcd');
+      expect(await read(join(root, 'a.md'), 6)).toMatchObject({ truncated: false });
+      // A FIFO is not waited on, a symlink is not followed, a missing file is no error.
+      expect(await read(join(root, 'pipe.md'))).toBeUndefined();
+      expect(await read(join(root, 'link.md'))).toBeUndefined();
+      expect(await read(join(root, 'gone.md'))).toBeUndefined();
+    }
   });
 
   it('diffs by content: an identical rewrite is no change; null means absent before', () => {

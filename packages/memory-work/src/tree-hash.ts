@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { closeSync, constants, promises as fs, fstatSync, openSync, readSync, type Stats } from 'node:fs';
 import { walk } from '@engram/fs-walk/walk';
 import { readRegularFileBounded } from '@engram/memory-core/memdir/bounded-read';
 
@@ -22,6 +23,115 @@ export const isVisibleMarkdown = (rel: string): boolean =>
 
 export function hashContent(content: string | Buffer): string {
   return createHash('sha256').update(content).digest('hex');
+}
+
+// I/O strategy (as in memory-core's scan): a job hashes (and a staged one copies) its memory directory, a few
+// hundred small files, and every async read is four thread-pool round trips (open, stat, read, close) that a
+// loaded worker waits for one by one; synchronous calls on a local disk are several times faster. The loop
+// yields every SYNC_SLICE_MS, and once a file is slow (a network volume) the rest go asynchronously.
+const SYNC_SLICE_MS = 5;
+const SLOW_FILE_MS = 2;
+// Opened without blocking and without following a final symlink, and judged on the descriptor: a FIFO or a
+// link swapped in after the walk is skipped, never waited on.
+const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0) | (constants.O_NOFOLLOW ?? 0);
+
+export interface RegularFileRead {
+  bytes: Buffer;
+  stat: Stats;
+  /** More than `maxBytes` followed (only the cap was read). */
+  truncated: boolean;
+}
+
+/** Synchronously reads a regular file (at most `maxBytes`); undefined when it is gone or not a regular file. */
+export function readRegularFileSync(
+  path: string,
+  maxBytes = Number.POSITIVE_INFINITY,
+): RegularFileRead | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, OPEN_FLAGS);
+  } catch {
+    return undefined;
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) return undefined;
+    const chunks: Buffer[] = [];
+    let total = 0;
+    while (total <= maxBytes) {
+      const want = Math.min(Math.max(stat.size - total + 1, 4096), maxBytes + 1 - total);
+      const chunk = Buffer.allocUnsafe(want);
+      const n = readSync(fd, chunk, 0, want, total);
+      if (n === 0) break;
+      chunks.push(chunk.subarray(0, n));
+      total += n;
+    }
+    const all = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, total);
+    return total > maxBytes
+      ? { bytes: all.subarray(0, maxBytes), stat, truncated: true }
+      : { bytes: all, stat, truncated: false };
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The same read, asynchronously (for a slow filesystem). */
+export async function readRegularFile(
+  path: string,
+  maxBytes = Number.POSITIVE_INFINITY,
+): Promise<RegularFileRead | undefined> {
+  const handle = await fs.open(path, OPEN_FLAGS).catch(() => undefined);
+  if (!handle) return undefined;
+  try {
+    const stat = await handle.stat();
+    if (!stat.isFile()) return undefined;
+    const chunks: Buffer[] = [];
+    let total = 0;
+    while (total <= maxBytes) {
+      const want = Math.min(Math.max(stat.size - total + 1, 4096), maxBytes + 1 - total);
+      const { bytesRead, buffer } = await handle.read(Buffer.allocUnsafe(want), 0, want, total);
+      if (bytesRead === 0) break;
+      chunks.push(buffer.subarray(0, bytesRead));
+      total += bytesRead;
+    }
+    const all = Buffer.concat(chunks, total);
+    return total > maxBytes
+      ? { bytes: all.subarray(0, maxBytes), stat, truncated: true }
+      : { bytes: all, stat, truncated: false };
+  } catch {
+    return undefined;
+  } finally {
+    await handle.close().catch(() => {});
+  }
+}
+
+/**
+ * Runs `sync(item)` for each item on the event loop's thread, yielding every SYNC_SLICE_MS; once one call is
+ * slower than SLOW_FILE_MS, the rest run through `async(item)`.
+ */
+export async function eachFileSliced<T>(
+  items: readonly T[],
+  sync: (item: T) => void,
+  async: (item: T) => Promise<void>,
+): Promise<void> {
+  let fast = true;
+  let sliceStart = performance.now();
+  for (const item of items) {
+    if (!fast) {
+      await async(item);
+      continue;
+    }
+    const started = performance.now();
+    sync(item);
+    const now = performance.now();
+    if (now - started > SLOW_FILE_MS) fast = false;
+    if (now - sliceStart > SYNC_SLICE_MS) {
+      await new Promise((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
+  }
 }
 
 /**
@@ -48,14 +158,24 @@ export const UNHASHED_PREFIX = 'unhashed:';
  */
 export async function hashFile(path: string): Promise<string | null> {
   try {
-    const read = await readRegularFileBounded(path, MEMORY_FILE_HASH_MAX_BYTES, { followSymlinks: false });
-    if (!read.truncated) return hashContent(read.bytes);
-    return `${OVERSIZE_HASH_PREFIX}${read.stat.size}:${read.stat.mtimeMs}:${hashContent(read.bytes)}`;
+    return hashOfRead(
+      await readRegularFileBounded(path, MEMORY_FILE_HASH_MAX_BYTES, { followSymlinks: false }),
+    );
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') return null;
     return `${UNHASHED_PREFIX}${typeof code === 'string' ? code : 'error'}`;
   }
+}
+
+/** The hash of one bounded read: its bytes' sha256, or the oversize marker when only the cap was read. */
+function hashOfRead(read: {
+  bytes: Buffer;
+  truncated: boolean;
+  stat: { size: number; mtimeMs: number };
+}): string {
+  if (!read.truncated) return hashContent(read.bytes);
+  return `${OVERSIZE_HASH_PREFIX}${read.stat.size}:${read.stat.mtimeMs}:${hashContent(read.bytes)}`;
 }
 
 /**
@@ -70,7 +190,21 @@ export async function hashTree(root: string, opts: HashTreeOptions = {}): Promis
     maxEntries: opts.maxEntries ?? HASH_TREE_MAX_ENTRIES,
   });
   const out: TreeState = new Map();
-  for (const file of listing.files) {
+  // Fast path: synchronous bounded reads in slices; anything the sync read cannot take (gone, swapped for a
+  // link or a FIFO after the walk) gets hashFile's answer, so both paths hash a file the same way.
+  const odd: typeof listing.files = [];
+  await eachFileSliced(
+    listing.files,
+    (file) => {
+      const read = readRegularFileSync(file.path, MEMORY_FILE_HASH_MAX_BYTES);
+      if (read) out.set(file.rel, hashOfRead(read));
+      else odd.push(file);
+    },
+    async (file) => {
+      odd.push(file);
+    },
+  );
+  for (const file of odd) {
     const hash = await hashFile(file.path);
     if (hash !== null) out.set(file.rel, hash);
   }

@@ -96,8 +96,15 @@ function wrap(held: HeldTurnLease, waker: JobWaker | undefined): WriterTurn {
 export const COMMIT_TURN_MAX_WAIT_MS = 120_000;
 
 /**
+ * A commit's look at the writer lease while it waits its turn: the lease handed to a job waiting in process is
+ * reserved for it and idle until its next look, so looks are frequent (each is one short script call).
+ */
+const COMMIT_TURN_POLL_FIRST_MS = 10;
+const COMMIT_TURN_POLL_MAX_MS = 50;
+
+/**
  * Takes the writer lease in turn without parking the job: a staged commit holds the lease for milliseconds, so
- * the job keeps its place in the line and polls (25 ms doubling to 250 ms) until the lease is free or handed
+ * the job keeps its place in the line and polls (10 ms doubling to 50 ms) until the lease is free or handed
  * to it. Throws a retryable EngramError when the wait exceeds `maxWaitMs` (a consolidation holding the lease for
  * its whole run) or `signal` aborts.
  */
@@ -111,14 +118,14 @@ export async function waitWriterTurn(
   const holder = writerHolder(holderKind, jobId);
   const ttlMs = Math.min(opts.ttlMs, WRITER_LEASE_MAX_TTL_MS);
   const deadline = Date.now() + (opts.maxWaitMs ?? COMMIT_TURN_MAX_WAIT_MS);
-  let pause = 25;
+  let pause = COMMIT_TURN_POLL_FIRST_MS;
   for (;;) {
     if (opts.signal?.aborted) throw new WriterBusyError(opts.key, 'the job was stopped');
     const turn = await takeTurn(store, opts.key, holder, ttlMs);
     if (turn.held) return wrap(turn.held, waker);
     if (Date.now() >= deadline) throw new WriterBusyError(opts.key, 'the wait for the commit turn ran out');
     await new Promise((r) => setTimeout(r, pause));
-    pause = Math.min(pause * 2, 250);
+    pause = Math.min(pause * 2, COMMIT_TURN_POLL_MAX_MS);
   }
 }
 

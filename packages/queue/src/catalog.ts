@@ -42,7 +42,10 @@ export interface JobDefinition<K extends JobKind> {
   queue: string;
   payload: z.ZodType<PayloadOf<K>, unknown>;
   deduplicationId: ((payload: PayloadOf<K>) => string) | undefined;
-  /** Bookkeeping the producer does before adding the job (e.g. recording the newest request). */
+  /**
+   * Bookkeeping that must land before the job is added (e.g. recording the newest request). It must send its
+   * command before its first await: the producer then adds the job on the same connection without waiting.
+   */
   beforeEnqueue?: (payload: PayloadOf<K>, state: StateStore) => Promise<void>;
   config: QueueConfig;
 }

@@ -11,7 +11,7 @@ import {
   type WorkerOptions,
   withBackend,
 } from 'bullmq';
-import type { RedisOptions } from 'ioredis';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { type QueueBackendConfig, redactUrl } from './backend-config.js';
 import {
   bullmqPostgresConnection,
@@ -68,6 +68,13 @@ export interface QueueEngine {
     options?: Omit<WorkerOptions, 'connection' | 'prefix'>,
   ): Worker<D, R>;
   createQueueEvents(name: string): QueueEvents;
+  /**
+   * A state store whose commands travel on `queue`'s own connection (Redis, queues of this engine): a record
+   * sent just before an add on that queue reaches the server before it (one connection keeps its order) and
+   * in the same round trip. Undefined where the two share no connection (PostgreSQL): the caller awaits the
+   * record before the add.
+   */
+  orderedState(queue: Queue): StateStore | undefined;
   close(): Promise<void>;
 }
 
@@ -148,13 +155,16 @@ export function createQueueEngine(options: QueueEngineOptions): QueueEngine {
 function withOwnConnection<T extends { close(): Promise<void> }>(
   config: Extract<QueueBackendConfig, { kind: 'redis' }>,
   make: (connection: ConnectionOptions) => T,
-  profileName: QueueEngineOptions['profile'] = 'worker',
 ): T {
-  const profile = redisConnectionOptions(profileName);
+  const profile = redisConnectionOptions('worker');
   if (!isCluster(config)) return make(bullmqConnectionOptions(config, profile) as ConnectionOptions);
   const client = createRedisClient(config, profile);
   client.on('error', () => {});
-  const made = make(client as unknown as ConnectionOptions);
+  return closingClient(make(client as unknown as ConnectionOptions), client);
+}
+
+/** BullMQ does not close a client it was given: `made` closes it after itself. */
+function closingClient<T extends { close(): Promise<void> }>(made: T, client: Redis | Cluster): T {
   const close = made.close.bind(made);
   made.close = async () => {
     try {
@@ -173,12 +183,12 @@ function createRedisEngine(
   const namespace = topologyNamespace(config, options.namespace ?? DEFAULT_NAMESPACE);
   const traced = options.telemetry ? { telemetry: options.telemetry } : {};
   const base = redisConnectionOptions(options.profile);
-  // Producers (the agent) auto-pipeline the state store's commands: an enqueue's bookkeeping and the other
-  // records of a turn batch into few writes. Their queues get connections of their own: a queue loads BullMQ's
-  // 64 Lua commands onto its connection, and ioredis copies every command of a connection onto each pipeline
-  // it builds (53 µs per batch instead of 3.5) — on a shared auto-pipelined connection that ran for every
-  // batch, ~4% of a replica's CPU
-  // (BENCHMARKS.md, hosted soak). The bookkeeping and the add still go out concurrently (JobProducer.enqueue).
+  // Producers (the agent) auto-pipeline the state store's commands: the records of a turn batch into few
+  // writes. Their queues get connections of their own, never auto-pipelined: a queue loads BullMQ's 64 Lua
+  // commands onto its connection, and ioredis copies every command of a connection onto each pipeline it
+  // builds (53 µs per batch instead of 3.5) — on a shared auto-pipelined connection that ran for every batch,
+  // ~4% of a replica's CPU (BENCHMARKS.md, hosted soak). An enqueue's bookkeeping travels on its queue's
+  // connection instead (`orderedState`), just ahead of the add.
   const state = new RedisStateStore(
     createRedisClient(
       config,
@@ -186,17 +196,30 @@ function createRedisEngine(
     ),
     namespace,
   );
+  // Each queue's connection also carries a state store, so the bookkeeping an enqueue records before its add
+  // goes out on the add's connection, ahead of it (JobProducer.enqueue).
+  const ordered = new WeakMap<Queue, StateStore>();
   return {
     config,
     profile: options.profile,
     namespace,
     state,
-    createQueue: (name, queueOptions) =>
-      withOwnConnection(
-        config,
-        (connection) => new Queue(name, { ...queueOptions, ...traced, connection, prefix: namespace }),
-        options.profile,
-      ),
+    createQueue: <D, R>(name: string, queueOptions?: Omit<QueueOptions, 'connection' | 'prefix'>) => {
+      const client = createRedisClient(config, redisConnectionOptions(options.profile));
+      client.on('error', () => {});
+      const queue = closingClient(
+        new Queue<D, R>(name, {
+          ...queueOptions,
+          ...traced,
+          connection: client as unknown as ConnectionOptions,
+          prefix: namespace,
+        }),
+        client,
+      );
+      ordered.set(queue as unknown as Queue, new RedisStateStore(client, namespace, {}, { borrowed: true }));
+      return queue;
+    },
+    orderedState: (queue) => ordered.get(queue),
     createWorker: (name, processor, workerOptions) =>
       // Workers always use the worker profile: their blocking connection must wait out outages.
       withOwnConnection(
@@ -260,6 +283,8 @@ function createPostgresEngine(options: QueueEngineOptions, namespace: string): Q
       new pg.QueueEvents(name, {
         connection: bullmqPostgresConnection(url, 'worker', schema),
       }) as unknown as QueueEvents,
+    // The state tables and BullMQ's share no connection whose order an add could follow.
+    orderedState: () => undefined,
     close: () => state.close(),
   };
 }

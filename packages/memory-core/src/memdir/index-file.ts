@@ -538,49 +538,94 @@ async function writeTitleRecords(indexPath: string, records: Record<string, Titl
   await writeFileAtomic(titlesPath(indexPath), `${JSON.stringify(sorted, null, 2)}\n`, { mode: 0o600 });
 }
 
-/**
- * Index upkeep for a file whose pointer exists: when the pointer's title is the one Engram recorded for it and
- * the file's `name` has changed since, the title follows the name. Records the pointer as Engram's when its
- * title is the file's current name. Returns whether the index changed.
- */
-export async function refreshIndexTitle(
-  indexPath: string,
-  file: string,
-  name: string,
-): Promise<{ changed: boolean }> {
-  const target = validateIndexFile(file);
-  return withFileLock(indexPath, async () => {
-    const content = await readIndexForEdit(indexPath);
-    const entry = parseIndexEntries(content).find((e) => e.file === target && e.leading);
-    if (!entry) return { changed: false };
-    const records = await readTitleRecords(indexPath);
-    const record = records[target];
-    const wanted = indexTitleFor(name, target);
-    if (entry.title === wanted) {
-      if (record?.name !== name || record.title !== wanted) {
-        records[target] = { name, title: wanted };
-        await writeTitleRecords(indexPath, records);
-      }
-      return { changed: false };
-    }
-    if (!record || record.title !== entry.title || record.name === name) return { changed: false };
-    const edit = applyIndexRetitle(content, target, entry.title, wanted);
-    if (!edit.changed) return { changed: false };
-    await writeFileAtomic(indexPath, edit.content);
-    records[target] = { name, title: wanted };
-    await writeTitleRecords(indexPath, records);
-    return { changed: true };
-  });
+/** One memory file whose pointer `upkeepIndexPointers` maintains: its name and description as they are now. */
+export interface PointerUpkeep {
+  file: string;
+  name?: string | undefined;
+  /** The pointer's hook (the memory's description). */
+  hook: string;
 }
 
-/** Records that Engram wrote the pointer for `file` with the title of `name` (after an upsert). */
-export async function recordIndexTitle(indexPath: string, file: string, name: string): Promise<void> {
-  const target = validateIndexFile(file);
-  await withFileLock(indexPath, async () => {
-    const records = await readTitleRecords(indexPath);
-    const title = indexTitleFor(name, target);
-    if (records[target]?.name === name && records[target]?.title === title) return;
-    records[target] = { name, title };
-    await writeTitleRecords(indexPath, records);
+/**
+ * Index upkeep for memory files of one index, in order, with one read and at most one write of the index and
+ * of its title records (a commit keeps several files' pointers). A file without a pointer gets one, titled with
+ * its name (recorded as Engram's). A file whose pointer exists: when the pointer's title is the one Engram
+ * recorded for it and the file's `name` has changed since, the title follows the name; the pointer is recorded
+ * as Engram's when its title is the file's current name. Returns, per file, whether its pointer was added and
+ * whether its title changed.
+ */
+export async function upkeepIndexPointers(
+  indexPath: string,
+  items: readonly PointerUpkeep[],
+): Promise<Array<{ added: boolean; titleUpdated: boolean }>> {
+  const files = items.map((item) => validateIndexFile(item.file));
+  return withFileLock(indexPath, async () => {
+    let content = await readIndexForEdit(indexPath);
+    let records: Record<string, TitleRecord> | undefined;
+    const titleRecords = async () => {
+      records ??= await readTitleRecords(indexPath);
+      return records;
+    };
+    let indexChanged = false;
+    let recordsChanged = false;
+    const out: Array<{ added: boolean; titleUpdated: boolean }> = [];
+    for (const [i, item] of items.entries()) {
+      const file = files[i] as string;
+      const name = item.name;
+      if (!indexLinksTo(content, file)) {
+        const edit = applyIndexUpsert(content, {
+          title: name ?? posix.basename(file, '.md'),
+          file,
+          hook: item.hook,
+        });
+        if (edit.changed) {
+          content = edit.content;
+          indexChanged = true;
+          if (name) {
+            const recs = await titleRecords();
+            const title = indexTitleFor(name, file);
+            if (recs[file]?.name !== name || recs[file]?.title !== title) {
+              recs[file] = { name, title };
+              recordsChanged = true;
+            }
+          }
+        }
+        out.push({ added: edit.changed, titleUpdated: false });
+        continue;
+      }
+      const entry = name ? parseIndexEntries(content).find((e) => e.file === file && e.leading) : undefined;
+      if (!name || !entry) {
+        out.push({ added: false, titleUpdated: false });
+        continue;
+      }
+      const recs = await titleRecords();
+      const record = recs[file];
+      const wanted = indexTitleFor(name, file);
+      if (entry.title === wanted) {
+        if (record?.name !== name || record.title !== wanted) {
+          recs[file] = { name, title: wanted };
+          recordsChanged = true;
+        }
+        out.push({ added: false, titleUpdated: false });
+        continue;
+      }
+      const edit =
+        record && record.title === entry.title && record.name !== name
+          ? applyIndexRetitle(content, file, entry.title, wanted)
+          : { content, changed: false };
+      if (edit.changed) {
+        content = edit.content;
+        indexChanged = true;
+        recs[file] = { name, title: wanted };
+        recordsChanged = true;
+      }
+      out.push({ added: false, titleUpdated: edit.changed });
+    }
+    if (indexChanged) {
+      await fs.mkdir(dirname(indexPath), { recursive: true, mode: 0o700 });
+      await writeFileAtomic(indexPath, content);
+    }
+    if (recordsChanged && records) await writeTitleRecords(indexPath, records);
+    return out;
   });
 }

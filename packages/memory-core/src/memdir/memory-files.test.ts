@@ -267,6 +267,55 @@ describe('ensureIndexPointer', () => {
   });
 });
 
+describe('ensureIndexPointers: several files at once', () => {
+  it('leaves every index, title record and result exactly as one call per file does, in one write per index', async () => {
+    const { ensureIndexPointer, ensureIndexPointers } = await import('./memory-files.js');
+    const { mkdtempSync, promises: fsp, statSync: stat } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const fixtures = join(import.meta.dirname, '__fixtures__', 'index-retitle');
+    const fixture = (name: string) => readFileSync(join(fixtures, name), 'utf8');
+    const make = async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'engram-pointers-'));
+      for (const name of ['MEMORY.md', 'hand-titled.md', 'testing-policy.md'])
+        writeFileSync(join(dir, name), fixture(name));
+      writeFileSync(join(dir, 'integration-tests.md'), fixture('engram-written.md'));
+      await ensureIndexPointer(dir, 'integration-tests.md');
+      // Claude Code renames one memory; two new ones (one in team/) and one already gone.
+      writeFileSync(join(dir, 'integration-tests.md'), fixture('claude-code-rewrite.md'));
+      writeFileSync(
+        join(dir, 'a.md'),
+        '---\nname: Deploy day\ndescription: Deploys on Tuesdays\ntype: project\n---\nx\n',
+      );
+      await fsp.mkdir(join(dir, 'team'));
+      writeFileSync(
+        join(dir, 'team', 'ci.md'),
+        '---\nname: CI\ndescription: Flaky job list\ntype: reference\n---\nx\n',
+      );
+      return dir;
+    };
+    const rels = ['a.md', 'integration-tests.md', 'gone.md', 'team/ci.md', 'hand-titled.md', 'a.md'];
+    const one = await make();
+    const each = [];
+    for (const rel of rels) each.push(await ensureIndexPointer(one, rel));
+    const batch = await make();
+    const indexIno = stat(join(batch, 'MEMORY.md')).ino;
+    const together = await ensureIndexPointers(batch, rels);
+    expect(together).toEqual(each);
+    expect(together.map((r) => r.added)).toEqual([true, false, false, true, false, false]);
+    expect(together[1]?.titleUpdated).toBe(true);
+    for (const file of ['MEMORY.md', '.index-titles.json', 'team/MEMORY.md', 'team/.index-titles.json'])
+      expect(readFileSync(join(batch, file), 'utf8')).toBe(readFileSync(join(one, file), 'utf8'));
+    // The index was replaced (atomic write), and the batch needs no second pass.
+    expect(stat(join(batch, 'MEMORY.md')).ino).not.toBe(indexIno);
+    expect((await ensureIndexPointers(batch, rels)).map((r) => r.added || r.titleUpdated === true)).toEqual(
+      rels.map(() => false),
+    );
+    await expect(ensureIndexPointers(batch, ['a.md', '../escape.md'])).rejects.toThrow(
+      /leaves the memory directory/,
+    );
+  });
+});
+
 describe('ensureIndexPointer: titles follow a renamed memory (Claude Code re-slugs names)', () => {
   const fixtures = join(import.meta.dirname, '__fixtures__', 'index-retitle');
   const fixture = (name: string) => readFileSync(join(fixtures, name), 'utf8');

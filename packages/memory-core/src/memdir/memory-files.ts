@@ -15,13 +15,7 @@ import {
   type SerializableMemory,
   serializeMemoryFile,
 } from './frontmatter.js';
-import {
-  indexLinksTo,
-  recordIndexTitle,
-  refreshIndexTitle,
-  removeIndexEntry,
-  upsertIndexEntry,
-} from './index-file.js';
+import { type PointerUpkeep, removeIndexEntry, upkeepIndexPointers } from './index-file.js';
 import { type LinkableMemory, type MemoryLinkReport, memoryLinkReport } from './links.js';
 import type { MemoryType } from './memory-types.js';
 import { type MemoryFileProblem, scanMemoryDir } from './scan.js';
@@ -246,55 +240,74 @@ async function stampMemoryText(
   await writeFileAtomic(target.path, next, { mode: 0o600 });
 }
 
+/** What pointer upkeep did for one memory file (and its frontmatter's type and name). */
+export interface PointerResult {
+  added: boolean;
+  type?: MemoryType;
+  name?: string;
+  titleUpdated?: boolean;
+}
+
 /**
  * Makes sure a memory file has a pointer in the MEMORY.md of its scope (team/ files in team/MEMORY.md, all
  * others in the root index), built from its frontmatter. Pointer maintenance is mechanical, so jobs guarantee
  * it after a model wrote memories instead of trusting the model to have done step two. With `stamp`, the
  * file's `metadata` is maintained first (stampMemoryText). An existing pointer whose title Engram wrote
- * follows a renamed `name` (refreshIndexTitle: Claude Code re-slugs names). Returns the file's type.
+ * follows a renamed `name` (upkeepIndexPointers: Claude Code re-slugs names). Returns the file's type.
  */
 export async function ensureIndexPointer(
   memoryDir: string,
   relPath: string,
   options: { stamp?: MemoryStamp } = {},
-): Promise<{ added: boolean; type?: MemoryType; name?: string; titleUpdated?: boolean }> {
-  const rel = validateMemoryRelPath(relPath);
-  const inTeam = rel.startsWith(`${TEAM_DIRNAME}/`);
-  const indexDir = inTeam ? join(memoryDir, TEAM_DIRNAME) : memoryDir;
-  const file = inTeam ? rel.slice(TEAM_DIRNAME.length + 1) : rel;
-  let fields: { name?: string; description?: string; type?: MemoryType } = {};
-  try {
-    const text = await fs.readFile(join(memoryDir, rel), 'utf8');
-    fields = parseMemoryFile(text, rel);
-    if (options.stamp) await stampMemoryText(memoryDir, rel, text, options.stamp);
-  } catch (error) {
-    // An unparseable memory still gets a pointer (the scan reports the problem); a missing one does not.
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { added: false };
+): Promise<PointerResult> {
+  return (await ensureIndexPointers(memoryDir, [relPath], options))[0] as PointerResult;
+}
+
+/**
+ * `ensureIndexPointer` for several files at once, in order: each index is read once and written at most once
+ * (a job's commit keeps every file it wrote). Every path is checked before anything is written.
+ */
+export async function ensureIndexPointers(
+  memoryDir: string,
+  relPaths: readonly string[],
+  options: { stamp?: MemoryStamp } = {},
+): Promise<PointerResult[]> {
+  const rels = relPaths.map((p) => validateMemoryRelPath(p));
+  const results: PointerResult[] = rels.map(() => ({ added: false }));
+  const byIndex = new Map<string, Array<{ at: number; item: PointerUpkeep }>>();
+  for (const [at, rel] of rels.entries()) {
+    const inTeam = rel.startsWith(`${TEAM_DIRNAME}/`);
+    const file = inTeam ? rel.slice(TEAM_DIRNAME.length + 1) : rel;
+    let fields: { name?: string; description?: string; type?: MemoryType } = {};
+    try {
+      const text = await fs.readFile(join(memoryDir, rel), 'utf8');
+      fields = parseMemoryFile(text, rel);
+      if (options.stamp) await stampMemoryText(memoryDir, rel, text, options.stamp);
+    } catch (error) {
+      // An unparseable memory still gets a pointer (the scan reports the problem); a missing one does not.
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+    }
+    results[at] = {
+      added: false,
+      ...(fields.type ? { type: fields.type } : {}),
+      ...(fields.name ? { name: fields.name } : {}),
+    };
+    const indexPath = join(inTeam ? join(memoryDir, TEAM_DIRNAME) : memoryDir, ENTRYPOINT_NAME);
+    const items = byIndex.get(indexPath) ?? [];
+    items.push({ at, item: { file, name: fields.name, hook: fields.description ?? '' } });
+    byIndex.set(indexPath, items);
   }
-  const indexPath = join(indexDir, ENTRYPOINT_NAME);
-  let content = '';
-  try {
-    content = await fs.readFile(indexPath, 'utf8');
-  } catch {
-    // no index yet: the upsert creates it
+  for (const [indexPath, items] of byIndex) {
+    const done = await upkeepIndexPointers(
+      indexPath,
+      items.map((i) => i.item),
+    );
+    for (const [k, { at }] of items.entries()) {
+      const { added, titleUpdated } = done[k] as { added: boolean; titleUpdated: boolean };
+      results[at] = { ...(results[at] as PointerResult), added, ...(titleUpdated ? { titleUpdated } : {}) };
+    }
   }
-  const info = {
-    ...(fields.type ? { type: fields.type } : {}),
-    ...(fields.name ? { name: fields.name } : {}),
-  };
-  if (indexLinksTo(content, file)) {
-    // The pointer exists; if its title is one Engram wrote and the name changed since, it follows the name.
-    const retitled = fields.name ? (await refreshIndexTitle(indexPath, file, fields.name)).changed : false;
-    return { added: false, ...info, ...(retitled ? { titleUpdated: true } : {}) };
-  }
-  await fs.mkdir(indexDir, { recursive: true, mode: 0o700 });
-  const { changed } = await upsertIndexEntry(indexPath, {
-    title: fields.name ?? posix.basename(file, '.md'),
-    file,
-    hook: fields.description ?? '',
-  });
-  if (changed && fields.name) await recordIndexTitle(indexPath, file, fields.name);
-  return { added: changed, ...info };
+  return results;
 }
 
 /**

@@ -312,6 +312,26 @@ describe('supersession', () => {
     expect(findSupersessions([x, y]).get('x.md')).toMatchObject({ newer: 'y.md', reason: 'same-name' });
   });
 
+  it('answers again from what it remembered only while every field it reads is unchanged', () => {
+    const headers = [older, newer, ...DIR];
+    const first = findSupersessions(headers);
+    expect([...first.keys()]).toEqual(['project_deploy_day.md']);
+    // The answer is the caller's own copy: changing it changes no later answer.
+    first.clear();
+    expect([...findSupersessions([...headers]).keys()]).toEqual(['project_deploy_day.md']);
+    // A renamed, re-dated or explicitly superseding memory is a new question, answered anew.
+    const renamed = { ...older, name: 'Deploy freeze calendar' };
+    expect(findSupersessions([renamed, newer, ...DIR]).size).toBe(0);
+    const sameDate = { ...older, mtimeMs: newer.mtimeMs };
+    expect(findSupersessions([sameDate, newer, ...DIR]).size).toBe(0);
+    const claims = { ...DIR[0]!, supersedes: ['reference_ci'] };
+    expect(findSupersessions([older, newer, claims, ...DIR.slice(1)]).get('reference_ci.md')).toMatchObject({
+      newer: claims.filename,
+      reason: 'explicit',
+    });
+    expect([...findSupersessions(headers).keys()]).toEqual(['project_deploy_day.md']);
+  });
+
   it('does not merge same-template memories about different subjects, but does merge a reworded name', () => {
     // Written from one template: the descriptions overlap far past DESCRIPTION_OVERLAP and the names share
     // two of four words, yet "catalogue" and "wishlist" are two subjects, so neither hides the other.

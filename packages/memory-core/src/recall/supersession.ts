@@ -92,8 +92,39 @@ function namesOwnSubject(a: NameInfo, b: NameInfo): boolean {
   return false;
 }
 
-/** Every superseded memory among `headers`, keyed by its relative path (see the module comment). */
+/** How many directories' answers `findSupersessions` keeps (a worker serves many projects' recalls). */
+const SUPERSESSION_MEMO_SIZE = 32;
+const memo = new Map<string, Map<string, Supersession>>();
+
+/** Every header field the rules read, in order: equal keys give equal answers. */
+function supersessionKey(headers: readonly MemoryHeader[]): string {
+  let key = '';
+  for (const h of headers) {
+    key += `${h.filename}\0${h.mtimeMs}\0${h.modifiedMs ?? ''}\0${h.name ?? '\u0001'}\0${h.description ?? '\u0001'}\0`;
+    key += `${h.type ?? ''}\0${h.supersedes?.join('\u0002') ?? '\u0001'}\0\u0003`;
+  }
+  return key;
+}
+
+/**
+ * Every superseded memory among `headers`, keyed by its relative path (see the module comment). Recall asks
+ * this for every prompt of a directory that rarely changes between two prompts, and tokenizing every name and
+ * description is most of the selector's own work: the answer for the same headers is remembered.
+ */
 export function findSupersessions(headers: readonly MemoryHeader[]): Map<string, Supersession> {
+  const key = supersessionKey(headers);
+  let found = memo.get(key);
+  if (found) {
+    memo.delete(key);
+  } else {
+    found = computeSupersessions(headers);
+    if (memo.size >= SUPERSESSION_MEMO_SIZE) memo.delete(memo.keys().next().value as string);
+  }
+  memo.set(key, found);
+  return new Map(found);
+}
+
+function computeSupersessions(headers: readonly MemoryHeader[]): Map<string, Supersession> {
   const direct = new Map<string, { newer: MemoryHeader; reason: SupersessionReason }>();
   const propose = (older: MemoryHeader, newer: MemoryHeader, reason: SupersessionReason) => {
     if (older.filename === newer.filename) return;

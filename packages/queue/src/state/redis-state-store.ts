@@ -133,12 +133,14 @@ export class RedisStateStore implements StateStore {
 
   /**
    * `namespace` isolates keys (the same prefix the queues use); `options` carry the connection profile. Given
-   * an existing client instead of a URL, the store shares it (and closes it in `close`).
+   * an existing client instead of a URL, the store shares it and closes it in `close` — unless `borrowed`
+   * (a queue's connection, which its queue closes).
    */
   constructor(
     urlOrClient: string | Redis | Cluster,
     private readonly namespace: string,
     options: RedisOptions = {},
+    private readonly ownership: { borrowed?: boolean } = {},
   ) {
     this.redis =
       typeof urlOrClient === 'string'
@@ -369,6 +371,7 @@ export class RedisStateStore implements StateStore {
   }
 
   async close(): Promise<void> {
+    if (this.ownership.borrowed) return;
     try {
       await this.redis.quit();
     } catch {

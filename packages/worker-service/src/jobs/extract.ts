@@ -11,7 +11,7 @@ import {
 } from '@engram/memory-core/extraction/memory-writes';
 import { advanceExtractedMark, readExtractedMark } from '@engram/memory-core/extraction/session-record';
 import { loadMemoryIndex } from '@engram/memory-core/memdir/index-file';
-import { ensureIndexPointer } from '@engram/memory-core/memdir/memory-files';
+import { ensureIndexPointers, readMemoryFile } from '@engram/memory-core/memdir/memory-files';
 import { formatMemoryManifest, type MemoryHeader, scanMemoryDir } from '@engram/memory-core/memdir/scan';
 import { ENTRYPOINT_NAME, TEAM_DIRNAME } from '@engram/memory-core/paths/memory-paths';
 import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
@@ -221,10 +221,13 @@ export function createExtractHandler(deps: ExtractDeps) {
 
     const finish = async (receipt: Receipt, fork: ForkOutcome | undefined): Promise<ExtractResult> => {
       const memories: ExtractResult['memories'] = [];
+      // The types of the files the receipt names (read from their frontmatter; this runs under the writer
+      // lease, so not a scan of the whole directory).
       const typeOf = new Map<string, MemoryHeader['type']>();
-      if (receipt.files.length > 0) {
-        const scan = await scanMemoryDir(paths.memoryDir, { maxFiles: Number.POSITIVE_INFINITY });
-        for (const h of scan.headers) typeOf.set(h.filename, h.type);
+      for (const rel of [...receipt.created, ...receipt.updated]) {
+        if (isIndexFile(rel)) continue;
+        const type = (await readMemoryFile(paths.memoryDir, rel).catch(() => undefined))?.type;
+        if (type) typeOf.set(rel, type);
       }
       for (const [action, files] of [
         ['created', receipt.created],
@@ -333,11 +336,8 @@ export function createExtractHandler(deps: ExtractDeps) {
           },
           plan: ({ stagingDir, recovered }) => planFor(stagingDir, recovered),
           prepare: async ({ stagingDir, change }) => {
-            const now = stamp();
-            for (const rel of [...change.created, ...change.updated]) {
-              if (isIndexFile(rel)) continue;
-              await ensureIndexPointer(stagingDir, rel, { stamp: now });
-            }
+            const rels = [...change.created, ...change.updated].filter((rel) => !isIndexFile(rel));
+            await ensureIndexPointers(stagingDir, rels, { stamp: stamp() });
           },
           finish: ({ receipt, fork }) => finish(receipt, fork),
         });
@@ -393,15 +393,21 @@ export function createExtractHandler(deps: ExtractDeps) {
           const now = stamp();
           // Nothing written or meant to be (the usual "nothing to save"): nothing to maintain either.
           if (touched.length === 0) return false;
+          const present: string[] = [];
           for (const rel of touched) {
             if (isIndexFile(rel)) continue;
-            if (!(await journalFileExists(paths.memoryDir, rel))) continue;
-            const pointer = await ensureIndexPointer(
-              paths.memoryDir,
-              rel,
-              changed.has(rel) ? { stamp: now } : {},
-            );
-            if (pointer.added || pointer.titleUpdated) journal.credit(indexOf(rel));
+            if (await journalFileExists(paths.memoryDir, rel)) present.push(rel);
+          }
+          // One index write for all of them (the lease is held): the changed files are stamped, the others not.
+          // The index is credited to this job only where its pointer or title actually changed.
+          for (const [rels, options] of [
+            [present.filter((rel) => changed.has(rel)), { stamp: now }],
+            [present.filter((rel) => !changed.has(rel)), {}],
+          ] as const) {
+            const results = await ensureIndexPointers(paths.memoryDir, rels, options);
+            for (const [i, pointer] of results.entries()) {
+              if (pointer.added || pointer.titleUpdated) journal.credit(indexOf(rels[i] as string));
+            }
           }
         },
         finish: ({ receipt, fork }) => finish(receipt, fork),
