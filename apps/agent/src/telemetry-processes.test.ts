@@ -120,7 +120,10 @@ interface StackRun {
 }
 
 /** A tenant, `engram serve` and `engram workers` on one ENGRAM_HOME, and one served turn that writes a memory. */
-async function servedTurn(label: string, otel: Record<string, string>): Promise<StackRun> {
+async function servedTurn(
+  label: string,
+  otel: Record<string, string>,
+): Promise<StackRun & { traceparent: string }> {
   const engramHome = join(base, label, 'home');
   const workspaceDir = join(base, label, 'workspaces', 'acme');
   mkdirSync(workspaceDir, { recursive: true });
@@ -173,9 +176,14 @@ async function servedTurn(label: string, otel: Record<string, string>): Promise<
       // biome-ignore lint/suspicious/noExplicitAny: JSON answers of the API under test
     }).then((r) => r.json() as Promise<any>);
   const session = await post('/v1/sessions', { cwd: workspaceDir });
-  const turn = await post(`/v1/sessions/${session.id}/turns`, {
-    prompt: 'Deploys go through the blue/green script.',
-  });
+  // The client's own trace context: the served turn continues it, so the test knows the trace id up front.
+  const traceparent = `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01`;
+  const turn = await fetch(`${serveUrl}/v1/sessions/${session.id}/turns`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${acme.key}`, 'content-type': 'application/json', traceparent },
+    body: JSON.stringify({ prompt: 'Deploys go through the blue/green script.' }),
+    // biome-ignore lint/suspicious/noExplicitAny: JSON answers of the API under test
+  }).then((r) => r.json() as Promise<any>);
   expect(turn.memory.extract.status).toBe('queued');
 
   const paths = await resolveEngramPaths({ engramHome: acme.tenant.home, cwd: workspaceDir });
@@ -192,7 +200,7 @@ async function servedTurn(label: string, otel: Record<string, string>): Promise<
     () => (lines().some((l) => l.msg === 'job completed') ? true : undefined),
     [workers],
   );
-  return { serveReady, workersReady, workerLines: lines(), doctor, serve, workers };
+  return { serveReady, workersReady, workerLines: lines(), doctor, serve, workers, traceparent };
 }
 
 function ancestorsOf(span: ReceivedSpan, all: ReceivedSpan[]): ReceivedSpan[] {
@@ -313,6 +321,52 @@ describe('telemetry across processes: engram serve and engram workers', () => {
       severityText: 'INFO',
       service: 'engram-workers',
       attributes: { queue: 'extract' },
+    });
+  }, 180_000);
+
+  it('at stop every process exports what it still holds: serve’s turn and its log record, the worker’s job and its model thread’s SDK span', async () => {
+    // Schedules far longer than the run: nothing is exported on a timer, so what arrives was flushed at stop.
+    const late = await startOtlpReceiver();
+    closer.defer(() => late.close());
+    const run = await servedTurn('late', {
+      OTEL_EXPORTER_OTLP_ENDPOINT: late.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_METRICS_EXPORTER: 'none',
+      OTEL_BSP_SCHEDULE_DELAY: '600000',
+      OTEL_BLRP_SCHEDULE_DELAY: '600000',
+    });
+    const traceId = run.traceparent.split('-')[1]!;
+    // The control: the run is over (memory written, job completed) and nothing has been exported yet.
+    expect(late.spans().filter((s) => s.traceId === traceId)).toEqual([]);
+    expect(late.logs()).toEqual([]);
+    await Promise.all([stop(run.serve), stop(run.workers)]);
+
+    const trace = late.spans().filter((s) => s.traceId === traceId);
+    const describeTrace = trace.map((s) => `${s.service}:${s.scope}:${s.name}:${s.kind}`).join(', ');
+    const turnSpan = trace.find((s) => s.name === 'engram.turn');
+    expect(turnSpan, describeTrace).toMatchObject({ service: 'engram-serve' });
+    const http = trace.find((s) => s.name === 'POST /v1/sessions/:id/turns');
+    expect(http, describeTrace).toMatchObject({ kind: 2, service: 'engram-serve' });
+    // The served turn's log record (engram serve's logger), with the ids of the request's span.
+    const served = late.logs().find((l) => l.body === 'turn finished');
+    expect(served, JSON.stringify(late.logs().map((l) => `${l.service}:${String(l.body)}`))).toMatchObject({
+      service: 'engram-serve',
+      traceId,
+      spanId: http!.spanId,
+      severityText: 'INFO',
+      attributes: { tenant: 'acme', endReason: expect.any(String) },
+    });
+    // The worker's job, and the SDK span its model thread ended moments before the process was stopped.
+    const job = trace.find((s) => s.scope === 'bullmq' && s.kind === 5 && /extract/.test(s.name));
+    expect(job, describeTrace).toMatchObject({ service: 'engram-workers' });
+    const fork = trace.find((s) => s.name === 'engram.fork extract');
+    expect(fork, describeTrace).toBeDefined();
+    const threadCall = trace.find((s) => s.scope === SDK_SCOPE && ancestorsOf(s, trace).includes(fork!));
+    expect(threadCall, describeTrace).toMatchObject({ kind: 3, service: 'engram-workers' });
+    expect(late.logs().find((l) => l.body === 'job completed')).toMatchObject({
+      service: 'engram-workers',
+      traceId,
+      spanId: job!.spanId,
     });
   }, 180_000);
 });

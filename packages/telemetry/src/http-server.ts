@@ -15,14 +15,18 @@ export async function withHttpServerSpan(
   exchange: HttpExchange,
   handle: (span: Span) => Promise<{ route: string | undefined; status: number }>,
 ): Promise<void> {
-  const carrier = {
-    traceparent: exchange.header('traceparent'),
-    tracestate: exchange.header('tracestate'),
-  };
-  const parent = propagation.extract(context.active(), carrier, {
-    keys: (c) => Object.keys(c).filter((k) => c[k as keyof typeof c] !== undefined),
-    get: (c, key) => c[key as keyof typeof c],
-  });
+  const traceparent = exchange.header('traceparent');
+  // Most requests carry no trace context: nothing to extract, the span starts a trace.
+  const parent = traceparent
+    ? propagation.extract(
+        context.active(),
+        { traceparent, tracestate: exchange.header('tracestate') },
+        {
+          keys: (c) => Object.keys(c).filter((k) => c[k as keyof typeof c] !== undefined),
+          get: (c, key) => c[key as keyof typeof c],
+        },
+      )
+    : context.active();
   const span = tracer().startSpan(
     exchange.method,
     {

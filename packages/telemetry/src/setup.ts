@@ -17,17 +17,50 @@ export interface TelemetryHandle {
    * each becomes an OpenTelemetry log record with the active trace context. Undefined when off.
    */
   readonly logSink: LineSink | undefined;
-  /** Exports what is buffered (a CLI turn's spans before exit). */
-  flush(): Promise<void>;
-  shutdown(): Promise<void>;
+  /**
+   * Exports what the span, log and metric providers hold, waiting at most `timeoutMs` (default
+   * SHUTDOWN_FLUSH_MS); false when the bound cut it short (an unreachable collector).
+   */
+  flush(timeoutMs?: number): Promise<boolean>;
+  /**
+   * Flushes every provider and stops the SDK, bounded like flush: every process calls it before it exits, so
+   * the spans of its last moments (a turn, a job, a model thread's call) are not lost with the process.
+   */
+  shutdown(timeoutMs?: number): Promise<boolean>;
+}
+
+/**
+ * How long a process waits for its last export before it exits. The exporters' own timeouts (10 s, 30 s for
+ * a batch) suit a live process, not one being stopped: an unreachable collector must not hold up a restart.
+ */
+export const SHUTDOWN_FLUSH_MS = 2_000;
+
+/** Runs `work`, waiting at most `ms`: whether it settled in time (its failure counts as settled). */
+export async function within(ms: number, work: Promise<unknown>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([
+      work.then(
+        () => true,
+        () => true,
+      ),
+      timedOut,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 const OFF = (settings: TelemetrySettings): TelemetryHandle => ({
   settings,
   bullmq: undefined,
   logSink: undefined,
-  flush: async () => {},
-  shutdown: async () => {},
+  flush: async () => true,
+  shutdown: async () => true,
 });
 
 // The process's one handle. OpenTelemetry's providers are process-global by design (the SDK registers them
@@ -83,23 +116,29 @@ export async function startTelemetry(
     import('@opentelemetry/api-logs'),
   ]);
   const bullmq = new BullMQOtel({ tracerName: 'bullmq', version: BULLMQ_SCOPE_VERSION });
+  let stopped: Promise<boolean> | undefined;
   current = {
     settings,
     bullmq,
     // The SDK registered a logger provider from OTEL_LOGS_EXPORTER (none when it says `none`).
     logSink: settings.logs.length > 0 ? pinoLineSink(logs.getLogger('engram')) : undefined,
-    async flush() {
+    flush(timeoutMs = SHUTDOWN_FLUSH_MS) {
       const provider = trace.getTracerProvider() as { getDelegate?(): { forceFlush?(): Promise<void> } };
       const meters = metrics.getMeterProvider() as { forceFlush?(): Promise<void> };
       const loggers = logs.getLoggerProvider() as { forceFlush?(): Promise<void> };
-      await Promise.allSettled([
-        provider.getDelegate?.().forceFlush?.(),
-        meters.forceFlush?.(),
-        loggers.forceFlush?.(),
-      ]);
+      return within(
+        timeoutMs,
+        Promise.allSettled([
+          provider.getDelegate?.().forceFlush?.(),
+          meters.forceFlush?.(),
+          loggers.forceFlush?.(),
+        ]),
+      );
     },
-    async shutdown() {
-      await sdk.shutdown().catch(() => {});
+    // The SDK's shutdown flushes each provider first (the batch processors export what they hold).
+    shutdown(timeoutMs = SHUTDOWN_FLUSH_MS) {
+      stopped ??= within(timeoutMs, sdk.shutdown());
+      return stopped;
     },
   };
   return current;

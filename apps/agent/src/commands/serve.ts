@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { LOG_LEVELS } from '@engram/config/env';
 import { QueueNotConfiguredError } from '@engram/memory-client/memory-queue';
 import {
   type EmbeddedPostgres,
@@ -12,6 +13,7 @@ import { MemoryStoresRepo } from '@engram/team-memory/memory-stores/repo';
 import { openTeamMemoryService } from '@engram/team-memory/server/service';
 import { ensureOperatorToken } from '@engram/tenants/operator-token';
 import { TenantStore } from '@engram/tenants/tenant-store';
+import { createLogger } from '@engram/worker-service/logger';
 import { serve } from '@hono/node-server';
 import { z } from 'zod';
 import type { AgentConfig } from '../config.js';
@@ -40,6 +42,8 @@ const serveEnv = z.object({
     .positive()
     .default(50 * 1024 * 1024),
   ENGRAM_SERVE_MAX_TURNS_PER_TENANT: z.coerce.number().int().positive().max(1_000).default(8),
+  /** A service logs its turns (`info`), where the CLI's default is `warn`. */
+  LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   /** PostgreSQL schema of the team memory store (tests isolate runs with it). */
   ENGRAM_TEAM_MEMORY_SCHEMA: z
     .string()
@@ -70,6 +74,7 @@ export async function startServer(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<RunningServer> {
   const settings = serveEnv.parse(env);
+  const logger = createLogger(settings.LOG_LEVEL, { service: 'engram-serve' });
   // Team memory sync (docs/team-memory.md) and the Memory Stores API (docs/memory-stores.md) are served next to
   // /v1 on the same tenants and keys, each tenant its own organisation. Without a configured database, one
   // embedded PostgreSQL under ENGRAM_HOME holds both, so the routes are always there (one replica only: replicas
@@ -128,6 +133,7 @@ export async function startServer(
     operatorToken: async () => settings.ENGRAM_DASHBOARD_TOKEN ?? operator?.token,
     ...(routes.length > 0 ? { routes } : {}),
     memoryStores,
+    logger,
   });
   // Connect to the queue engine before taking traffic (it holds the session leases).
   await hosted.ready();
@@ -137,15 +143,21 @@ export async function startServer(
     ) as Server;
   });
   const { port } = server.address() as AddressInfo;
+  const url = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
+  logger.info({ url, teamMemory: embedded ? 'embedded' : 'configured' }, 'listening');
   let stopping: Promise<{ finished: number; aborted: number }> | undefined;
   return {
     hosted,
     server,
     metricsTokenFile: operator?.path,
-    url: `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`,
+    url,
     stop: () => {
       stopping ??= (async () => {
         const closed = new Promise<void>((r) => server.close(() => r()));
+        logger.info(
+          { inFlight: hosted.inFlight, deadlineMs: settings.ENGRAM_SERVE_DRAIN_TIMEOUT_MS },
+          'draining',
+        );
         const outcome = await hosted.drain(settings.ENGRAM_SERVE_DRAIN_TIMEOUT_MS);
         server.closeIdleConnections?.();
         await closed;
@@ -153,6 +165,7 @@ export async function startServer(
         await team.close();
         await storesRepo.close();
         await embedded?.stop();
+        logger.info(outcome, 'stopped');
         return outcome;
       })();
       return stopping;

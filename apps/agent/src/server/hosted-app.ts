@@ -4,6 +4,7 @@ import { DEFAULT_SESSION_LEASE_TTL_MS } from '@engram/queue/state/session-lease'
 import { withHttpServerSpan } from '@engram/telemetry/http-server';
 import { readOperatorToken } from '@engram/tenants/operator-token';
 import { resolveTenantCwd, type Tenant, TenantStore } from '@engram/tenants/tenant-store';
+import { createLogger, type Logger } from '@engram/worker-service/logger';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
@@ -78,6 +79,8 @@ export interface HostedAppOptions {
    * `$ENGRAM_HOME/.dashboard-token` (none there: no scrape sees them).
    */
   operatorToken?: () => Promise<string | undefined>;
+  /** Default: JSON lines on stdout at config.logLevel, as `engram-serve`. */
+  logger?: Logger;
 }
 
 export interface HostedApp {
@@ -107,6 +110,7 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
     tenants,
     runtime,
     metrics: createAgentMetrics(),
+    logger: options.logger ?? createLogger(config.logLevel, { service: 'engram-serve' }),
     stateStore() {
       if (!runtime.memory)
         throw new HttpError(
@@ -156,9 +160,13 @@ export function createHostedApp(options: HostedAppOptions): HostedApp {
       return c.json(errorBody(error.code, error.message, error.details), error.status);
     }
     const e = error as Error & { code?: string; retryable?: boolean };
-    if (e.code === 'STATE_STORE_UNAVAILABLE' || e.retryable) {
-      return c.json(errorBody(e.code ?? 'UNAVAILABLE', e.message), 503);
-    }
+    const unavailable = e.code === 'STATE_STORE_UNAVAILABLE' || e.retryable;
+    // Inside the request's span: the line and its log record carry the trace of the failed request.
+    ctx.logger[unavailable ? 'warn' : 'error'](
+      { method: c.req.method, path: c.req.path, code: e.code, err: e.message },
+      'request failed',
+    );
+    if (unavailable) return c.json(errorBody(e.code ?? 'UNAVAILABLE', e.message), 503);
     return c.json(errorBody(e.code ?? 'INTERNAL', e.message), 500);
   });
   app.notFound((c) => c.json(errorBody('NOT_FOUND', `No route ${c.req.method} ${c.req.path}.`), 404));

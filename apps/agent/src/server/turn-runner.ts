@@ -124,7 +124,7 @@ function describeError(error: unknown): { status: 409 | 403 | 503 | 500; code: s
 }
 
 export function mountTurnRoute(app: Hono<Env>, ctx: ServerContext, opts: TurnRunnerOptions): TurnRunner {
-  const { config, tenants, metrics } = ctx;
+  const { config, tenants, metrics, logger } = ctx;
   const { leaseTtlMs, maxWaitMs, maxTurnsPerTenant } = opts;
   const tenantTokens = opts.tenantMetrics.turnTokens;
   const sessionConflicts = new Counter({
@@ -199,6 +199,7 @@ export function mountTurnRoute(app: Hono<Env>, ctx: ServerContext, opts: TurnRun
     const emit = (e: TurnStreamEvent) => (push ? push(e) : events.push(e));
     const streaming = (c.req.header('accept') ?? '').includes('text/event-stream');
 
+    const started = performance.now();
     const turn = (async (): Promise<TurnResult> => {
       // The cost record is written alongside the lease release (neither needs the other), not before `done`.
       let costRecorded: Promise<unknown> = Promise.resolve();
@@ -261,9 +262,26 @@ export function mountTurnRoute(app: Hono<Env>, ctx: ServerContext, opts: TurnRun
           },
         });
         emit({ event: 'done', data: answerOf(result) });
+        // One line per turn, in the request's span (its trace and span ids): identifiers and counts only.
+        logger.info(
+          {
+            tenant: tenant.id,
+            sessionId: record.id,
+            endReason: result.endReason,
+            durationMs: Math.round(performance.now() - started),
+            inputTokens: usage.inputTokens,
+            outputTokens: usage.outputTokens,
+          },
+          'turn finished',
+        );
         return result;
       } catch (error) {
         metrics.turns.inc({ outcome: 'error' });
+        const { status, code, message } = describeError(error);
+        logger[status >= 500 ? 'error' : 'warn'](
+          { tenant: tenant.id, sessionId: record.id, status, code, err: message },
+          'turn failed',
+        );
         throw error;
       } finally {
         await Promise.all([costRecorded, lease.release(), slot.release()]);

@@ -3,7 +3,7 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import Anthropic from '@anthropic-ai/sdk';
 import { carryTrace } from '@engram/telemetry/carry';
-import { activeTelemetry } from '@engram/telemetry/setup';
+import { activeTelemetry, SHUTDOWN_FLUSH_MS, within } from '@engram/telemetry/setup';
 import {
   type MessageBody,
   type ModelTransport,
@@ -70,6 +70,32 @@ function startWorker(sdkOptions: SdkOptions): Worker {
 function threadData(data: SdkOptions): ThreadData {
   const { settings } = activeTelemetry();
   return settings.enabled ? { ...data, telemetryServiceName: settings.serviceName } : data;
+}
+
+/**
+ * Asks a model thread that traces to export what its telemetry holds (the spans of its last calls), waiting
+ * at most SHUTDOWN_FLUSH_MS: a thread is terminated right after, which would drop them.
+ */
+async function flushThread(worker: Worker): Promise<void> {
+  if (!activeTelemetry().settings.enabled) return;
+  const id = 0; // no call uses 0: call ids start at 1
+  let onMessage: ((reply: { id: number; flushed?: boolean }) => void) | undefined;
+  const flushed = new Promise<void>((resolve) => {
+    onMessage = (reply) => {
+      if (reply.id === id && 'flushed' in reply) resolve();
+    };
+    worker.on('message', onMessage);
+    worker.once('exit', () => resolve());
+  });
+  try {
+    worker.ref();
+    worker.postMessage({ op: 'flush', id } satisfies ThreadRequest);
+    await within(SHUTDOWN_FLUSH_MS, flushed);
+  } catch {
+    // A thread that already stopped has nothing left to export.
+  } finally {
+    if (onMessage) worker.off('message', onMessage);
+  }
 }
 
 export function threadedTransport(opts: SdkOptions & { threads: number }): ThreadedTransport {
@@ -190,6 +216,7 @@ export function threadedTransport(opts: SdkOptions & { threads: number }): Threa
       await Promise.all(
         all.map(async (t) => {
           fail(t, 'closed');
+          await flushThread(t.worker);
           await t.worker.terminate();
         }),
       );

@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { type CarriedTrace, inCarriedTrace } from '@engram/telemetry/carry';
-import { startTelemetry } from '@engram/telemetry/setup';
+import { startTelemetry, type TelemetryHandle } from '@engram/telemetry/setup';
 import {
   createSdk,
   describeSdkError,
@@ -13,7 +13,8 @@ import {
 // SSE parsing and the SDK's own bookkeeping do not compete with that thread's jobs and lock renewals.
 // Protocol, one message each way per event:
 //   in:  { op: 'call', id, method: 'stream' | 'create', body, deltas, trace?, scope? }   { op: 'abort', id }
-//   out: { id, delta: [index, text] }   { id, message }   { id, error: SdkErrorData }
+//        { op: 'flush', id }   (before the thread is stopped: its telemetry exports what it holds)
+//   out: { id, delta: [index, text] }   { id, message }   { id, error: SdkErrorData }   { id, flushed }
 
 export type ThreadRequest =
   | ({
@@ -23,7 +24,8 @@ export type ThreadRequest =
       body: MessageBody;
       deltas: boolean;
     } & CarriedTrace)
-  | { op: 'abort'; id: number };
+  | { op: 'abort'; id: number }
+  | { op: 'flush'; id: number };
 
 /** The thread's start data: the SDK's options, and the service name to trace as when telemetry is on. */
 export type ThreadData = SdkOptions & { telemetryServiceName?: string };
@@ -45,14 +47,22 @@ const { telemetryServiceName, ...sdkOptions } = data;
 const transport = inlineTransport(createSdk(sdkOptions));
 // The thread's own SDK registration (a worker thread has its own OpenTelemetry globals), from the same
 // OTEL_* environment as the process that started it.
-const telemetryReady: Promise<unknown> = telemetryServiceName
+const telemetryReady: Promise<TelemetryHandle | undefined> = telemetryServiceName
   ? startTelemetry('workers', { ...process.env, OTEL_SERVICE_NAME: telemetryServiceName })
-  : Promise.resolve();
+  : Promise.resolve(undefined);
 const inFlight = new Map<number, AbortController>();
 
 port.on('message', (m: ThreadRequest) => {
   if (m.op === 'abort') {
     inFlight.get(m.id)?.abort();
+    return;
+  }
+  if (m.op === 'flush') {
+    // The thread's batch processors hold the spans of its last calls until their schedule: export them now
+    // (bounded), since terminating the thread would drop them.
+    void telemetryReady
+      .then((telemetry) => telemetry?.shutdown() ?? true)
+      .then((flushed) => port.postMessage({ id: m.id, flushed }));
     return;
   }
   const controller = new AbortController();
