@@ -24,7 +24,9 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { startLocalRedis } from '@engram/queue/local-redis';
+import { startModelServer } from '@engram/testkit/model-server';
 import { startOtlpReceiver } from '@engram/testkit/otlp-receiver';
+import { textReply } from '@engram/testkit/replies';
 import { percentile } from './lib/stats.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 40);
@@ -50,13 +52,9 @@ async function child(): Promise<void> {
   }
   const { startTelemetry } = await import('@engram/telemetry/setup');
   const telemetry = await startTelemetry('serve');
-  const { startModelServer } = await import('@engram/testkit/model-server');
-  const { textReply } = await import('@engram/testkit/replies');
   const { TenantStore } = await import('@engram/tenants/tenant-store');
   const { startServer } = await import('@engram/agent/commands/serve');
   const { loadAgentConfig } = await import('@engram/agent/config');
-  const model = await startModelServer();
-  model.respond(() => textReply('Noted.'));
   const dir = process.env.BENCH_DIR!;
   const workspace = join(dir, 'workspace');
   mkdirSync(workspace, { recursive: true });
@@ -68,10 +66,12 @@ async function child(): Promise<void> {
     ENGRAM_NAMESPACE: `bench-otel-${process.pid}`,
     REDIS_URL: process.env.BENCH_REDIS_URL,
     ANTHROPIC_API_KEY: 'bench',
-    ANTHROPIC_BASE_URL: model.url,
+    ANTHROPIC_BASE_URL: process.env.BENCH_MODEL_URL,
     ENGRAM_MANAGED_CLAUDE_MD: '/nonexistent/CLAUDE.md',
     ENGRAM_TEAM_MEMORY_DATABASE_URL: process.env.BENCH_PG_URL,
     ENGRAM_TEAM_MEMORY_SCHEMA: `bench_otel_${process.pid}`,
+    // The serving logger writes JSON lines to stdout, which is the hello channel: quiet unless asked.
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
   };
   const server = await startServer(loadAgentConfig(env), { port: 0, host: '127.0.0.1' }, env);
   const hello: ChildHello = { url: server.url, key: tenant.key, workspace };
@@ -89,7 +89,6 @@ async function child(): Promise<void> {
   process.disconnect?.();
   await server.stop();
   await telemetry.shutdown();
-  await model.close();
 }
 
 interface Side {
@@ -113,7 +112,20 @@ function startChild(env: Record<string, string>): Promise<Side> {
       { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit', 'ipc'] },
     );
     const lines = createInterface({ input: p.stdout! });
-    lines.once('line', (line) => resolve({ process: p, hello: JSON.parse(line) as ChildHello }));
+    // The hello is the first line holding a key (a log line the child's logger writes first is skipped).
+    const onLine = (line: string) => {
+      const parsed = (() => {
+        try {
+          return JSON.parse(line) as Partial<ChildHello>;
+        } catch {
+          return undefined;
+        }
+      })();
+      if (!parsed?.key || !parsed.url || !parsed.workspace) return;
+      lines.off('line', onLine);
+      resolve({ process: p, hello: parsed as ChildHello });
+    };
+    lines.on('line', onLine);
     p.once('exit', (code) => reject(new Error(`child exited ${code} before it served`)));
   });
 }
@@ -161,7 +173,16 @@ async function main(): Promise<void> {
   // One PostgreSQL for both children's team memory routes (each its own schema), instead of one each.
   const pg = await startEmbeddedPostgres({ dataDir: join(dir, 'pg') });
   const receiver = await startOtlpReceiver();
-  const base = { BENCH_REDIS_URL: redis.url, BENCH_PG_URL: pg.url, LOG_LEVEL: 'silent' };
+  // The scripted model answers from this process, not the serving child: its HTTP and SSE work is the model's
+  // side of the call (a real model is another host), so neither side's serving time or CPU holds it.
+  const model = await startModelServer();
+  model.respond(() => textReply('Noted.'));
+  const base = {
+    BENCH_REDIS_URL: redis.url,
+    BENCH_PG_URL: pg.url,
+    BENCH_MODEL_URL: model.url,
+    LOG_LEVEL: 'silent',
+  };
   const sides: Side[] = [];
   const off: number[] = [];
   const on: number[] = [];
@@ -210,6 +231,7 @@ async function main(): Promise<void> {
   } finally {
     await Promise.allSettled(sides.map(stopChild));
     await receiver.close();
+    await model.close();
     await pg.stop();
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });
