@@ -474,6 +474,8 @@ describe('limits on sandboxed commands', () => {
     );
     // Positive control: within the limits the same commands succeed.
     expect((await run('head -c 1000 /dev/zero > small && wc -c < small')).content).toBe('1000');
-    expect((await run('dd if=/dev/zero of=/dev/null bs=16M count=1 2>/dev/null && echo ok')).content).toBe('ok');
+    expect((await run('dd if=/dev/zero of=/dev/null bs=16M count=1 2>/dev/null && echo ok')).content).toBe(
+      'ok',
+    );
   }, 60_000);
 });
