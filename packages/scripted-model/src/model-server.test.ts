@@ -12,8 +12,9 @@ beforeAll(async () => {
   client = new Anthropic({ apiKey: 'test-key', baseURL: server.url, maxRetries: 2 });
 });
 afterEach(() => {
-  expect(server.unscripted).toEqual([]);
+  const unscripted = [...server.unscripted];
   server.reset();
+  expect(unscripted).toEqual([]);
 });
 afterAll(() => server.close());
 
