@@ -72,9 +72,10 @@ describe.each(TEST_BACKENDS)('consolidation lock on %s', (kind, backend) => {
     const s = await store();
     const earlier = Date.parse('2026-11-02T00:00:00Z');
     await recordConsolidatedAt(s, P, earlier);
-    const dead = await tryAcquireConsolidation(s, P, 'killed-worker', { ttlMs: 200 });
+    // A TTL the first read lands well inside even on a loaded machine (200 ms expired before it under CI load).
+    const dead = await tryAcquireConsolidation(s, P, 'killed-worker', { ttlMs: 1_500 });
     expect(await lastConsolidatedAt(s, P)).toBe(dead!.startedAtMs);
-    await sleep(400);
+    await sleep(1_700);
     expect(await readConsolidationState(s, P)).toEqual({ lastConsolidatedAtMs: earlier, recorded: true });
 
     const retry = await tryAcquireConsolidation(s, P, 'retry', { ttlMs: 10_000 });
