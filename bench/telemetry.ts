@@ -42,7 +42,7 @@ interface ChildHello {
   workspace: string;
 }
 
-/** A child: one `engram serve` (and its scripted model) in this process, until stdin closes. */
+/** A child: one `engram serve` in this process (its model is the parent's scripted server), until stdin closes. */
 async function child(): Promise<void> {
   if (process.env.BENCH_CHILD_ASYNC_CONTEXT === '1') {
     // The decomposition run: this side enables an AsyncLocalStorage (the SDK's context manager is one), so
