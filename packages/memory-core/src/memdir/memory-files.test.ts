@@ -235,6 +235,34 @@ describe('ensureIndexPointer', () => {
     await expect(ensureIndexPointer(dir, '../escape.md')).rejects.toThrow(/leaves the memory directory/);
   });
 
+  it('reads only files inside the directory: a link out of it or a FIFO gets no pointer; a file inside does', async () => {
+    const { ensureIndexPointer } = await import('./memory-files.js');
+    const dir = join(base, 'pointer-boundary');
+    mkdirSync(dir);
+    // Outside the memory directory, shaped like a memory: its name and description must not reach MEMORY.md.
+    writeFileSync(
+      join(base, 'outside', 'secret.md'),
+      '---\nname: Outside name\ndescription: outside-description-canary\ntype: user\n---\nx\n',
+    );
+    symlinkSync(join(base, 'outside', 'secret.md'), join(dir, 'linked.md'));
+    execFileSync('mkfifo', [join(dir, 'pipe.md')]);
+    expect(
+      await ensureIndexPointer(dir, 'linked.md', {
+        stamp: { originSessionId: 's1', modified: '2026-12-02T00:00:00Z' },
+      }),
+    ).toEqual({
+      added: false,
+    });
+    expect(await ensureIndexPointer(dir, 'pipe.md')).toEqual({ added: false });
+    expect(readFileSync(join(base, 'outside', 'secret.md'), 'utf8')).not.toContain('metadata');
+    // Positive control: the same call on a memory inside the directory adds its pointer.
+    writeFileSync(join(dir, 'inside.md'), '---\nname: Inside\ndescription: kept\ntype: user\n---\nx\n');
+    expect((await ensureIndexPointer(dir, 'inside.md')).added).toBe(true);
+    const index = readFileSync(join(dir, 'MEMORY.md'), 'utf8');
+    expect(index).toContain('- [Inside](inside.md) — kept');
+    expect(index).not.toContain('outside-description-canary');
+  });
+
   it("with a stamp, maintains the file's metadata as Claude Code does after a write, changing nothing else", async () => {
     const { ensureIndexPointer } = await import('./memory-files.js');
     const { mkdtempSync, promises: fsp } = await import('node:fs');

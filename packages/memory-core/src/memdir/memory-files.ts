@@ -221,14 +221,7 @@ export async function forgetMemory(
  * Claude Code does after each Write/Edit in the memory directory; nothing else in the file changes. Skipped
  * when the file changed since `text` was read (a later writer wins) or its frontmatter is not YAML.
  */
-async function stampMemoryText(
-  memoryDir: string,
-  rel: string,
-  text: string,
-  stamp: MemoryStamp,
-): Promise<void> {
-  const target = await resolveInside(join(memoryDir, rel), memoryDir);
-  if (!target.ok) return;
+async function stampMemoryText(path: string, rel: string, text: string, stamp: MemoryStamp): Promise<void> {
   let next: string;
   try {
     next = rewriteMemoryFile(text, { stamp }, rel);
@@ -236,8 +229,12 @@ async function stampMemoryText(
     return;
   }
   if (next === text) return;
-  if ((await fs.readFile(target.path, 'utf8').catch(() => undefined)) !== text) return;
-  await writeFileAtomic(target.path, next, { mode: 0o600 });
+  // `path` was resolved inside the directory by the caller; re-read the same way to see a later writer.
+  const now = await readRegularFileBounded(path, MAX_MEMORY_FILE_READ_BYTES, { followSymlinks: false }).catch(
+    () => undefined,
+  );
+  if (!now || now.truncated || now.bytes.toString('utf8') !== text) return;
+  await writeFileAtomic(path, next, { mode: 0o600 });
 }
 
 /** What pointer upkeep did for one memory file (and its frontmatter's type and name). */
@@ -279,13 +276,23 @@ export async function ensureIndexPointers(
     const inTeam = rel.startsWith(`${TEAM_DIRNAME}/`);
     const file = inTeam ? rel.slice(TEAM_DIRNAME.length + 1) : rel;
     let fields: { name?: string; description?: string; type?: MemoryType } = {};
+    // The file a fork (or a person) left: resolved inside the directory and read bounded, judged on the opened
+    // descriptor. A link out of the directory, a FIFO or a missing file gets no pointer, like a missing one.
+    const target = await resolveInside(join(memoryDir, rel), memoryDir);
+    if (!target.ok) continue;
+    let read: Awaited<ReturnType<typeof readRegularFileBounded>>;
     try {
-      const text = await fs.readFile(join(memoryDir, rel), 'utf8');
+      read = await readRegularFileBounded(target.path, MAX_MEMORY_FILE_READ_BYTES, { followSymlinks: false });
+    } catch {
+      continue;
+    }
+    try {
+      const text = read.bytes.toString('utf8');
       fields = parseMemoryFile(text, rel);
-      if (options.stamp) await stampMemoryText(memoryDir, rel, text, options.stamp);
-    } catch (error) {
-      // An unparseable memory still gets a pointer (the scan reports the problem); a missing one does not.
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      // A stamp rewrites the whole file: never from a truncated read.
+      if (options.stamp && !read.truncated) await stampMemoryText(target.path, rel, text, options.stamp);
+    } catch {
+      // An unparseable memory still gets a pointer (the scan reports the problem).
     }
     results[at] = {
       added: false,
