@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { closeSync, constants, promises as fs, fstatSync, openSync, readSync, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs';
 import { walk } from '@engram/fs-walk/walk';
 import { readRegularFileBounded } from '@engram/memory-core/memdir/bounded-read';
 
@@ -77,34 +77,15 @@ export function readRegularFileSync(
   }
 }
 
-/** The same read, asynchronously (for a slow filesystem). */
+/**
+ * The same read, asynchronously (for a slow filesystem): memory-core's one bounded read, with this module's
+ * answer for a file that is gone or not regular (undefined).
+ */
 export async function readRegularFile(
   path: string,
   maxBytes = Number.POSITIVE_INFINITY,
 ): Promise<RegularFileRead | undefined> {
-  const handle = await fs.open(path, OPEN_FLAGS).catch(() => undefined);
-  if (!handle) return undefined;
-  try {
-    const stat = await handle.stat();
-    if (!stat.isFile()) return undefined;
-    const chunks: Buffer[] = [];
-    let total = 0;
-    while (total <= maxBytes) {
-      const want = Math.min(Math.max(stat.size - total + 1, 4096), maxBytes + 1 - total);
-      const { bytesRead, buffer } = await handle.read(Buffer.allocUnsafe(want), 0, want, total);
-      if (bytesRead === 0) break;
-      chunks.push(buffer.subarray(0, bytesRead));
-      total += bytesRead;
-    }
-    const all = Buffer.concat(chunks, total);
-    return total > maxBytes
-      ? { bytes: all.subarray(0, maxBytes), stat, truncated: true }
-      : { bytes: all, stat, truncated: false };
-  } catch {
-    return undefined;
-  } finally {
-    await handle.close().catch(() => {});
-  }
+  return readRegularFileBounded(path, maxBytes, { followSymlinks: false }).catch(() => undefined);
 }
 
 /**
