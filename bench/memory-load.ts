@@ -182,6 +182,16 @@ async function main() {
       }),
     );
     const raw = new Redis(redis.url);
+    /** Session `s` states fact `t` and its turn is enqueued for extraction, as the agent does after a turn. */
+    const typeFact = async (fg: ForegroundSession, s: number, t: number) => {
+      const leaf = await fg.turn(`fact ${s}-${t}: remember this about the repository`);
+      const status = await memory.afterTurn(
+        { sessionId: fg.sessionId, paths: fg.paths },
+        leaf.newEntries,
+        leaf,
+      );
+      if (status.status !== 'queued') throw new Error(`not queued: ${JSON.stringify(status)}`);
+    };
 
     const run = async (label: string, sessions: number, projects: number) => {
       const roots = Array.from({ length: projects }, (_, p) => {
@@ -219,13 +229,7 @@ async function main() {
         fgs.map(async (fg, s) => {
           for (let t = 1; t <= TURNS; t++) {
             if (Date.now() > deadline) return;
-            const leaf = await fg.turn(`fact ${s}-${t}: remember this about the repository`);
-            const status = await memory.afterTurn(
-              { sessionId: fg.sessionId, paths: fg.paths },
-              leaf.newEntries,
-              leaf,
-            );
-            if (status.status !== 'queued') throw new Error(`not queued: ${JSON.stringify(status)}`);
+            await typeFact(fg, s, t);
             facts.push({ session: s, turn: t, endedAt: Date.now(), dir: fg.paths.memoryDir });
             await sleep(500 + Math.floor(Math.random() * 1000));
           }
@@ -289,13 +293,7 @@ async function main() {
       let producing = true;
       const producers = fgs.map(async (fg, s) => {
         for (let t = 1; producing; t++) {
-          const leaf = await fg.turn(`fact ${s}-${t}: remember this about the repository`);
-          const status = await memory.afterTurn(
-            { sessionId: fg.sessionId, paths: fg.paths },
-            leaf.newEntries,
-            leaf,
-          );
-          if (status.status !== 'queued') throw new Error(`not queued: ${JSON.stringify(status)}`);
+          await typeFact(fg, s, t);
           await sleep(CAP_GAP_MS);
         }
       });
