@@ -1,0 +1,65 @@
+#!/usr/bin/env node
+// `npm test`: Biome, every package's type check and every package's Vitest suite, through turbo.
+//
+// Why not one `turbo run lint typecheck test`: apps/agent's suite is the longest task by far (~9 minutes on
+// 2 cores: the fresh-clone install, the CLI, serve and workers as processes, the real Claude Code binary) and
+// it can only start once every package is built. turbo has no task priorities, so in one run it started after
+// the twenty type checks and most other suites — ten minutes in — and the whole run took 20 minutes on a
+// 2-core machine. Here the build runs first, then apps/agent's suite starts at once beside everything else,
+// which runs two tasks at a time (three concurrent tasks in all; at ten, process-spawning suites timed out on
+// 2 cores). `--only` keeps the second phase from re-running the builds the first phase did.
+//
+// Exit code: 0 when every phase passed, else the first failing phase's code (every phase still runs to the end,
+// like `turbo --continue`).
+import { spawn } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+
+const LONG_SUITE = '@engram/agent';
+
+function turbo(label, args) {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const child = spawn('npx', ['turbo', 'run', ...args], { stdio: 'inherit', env: process.env });
+    child.on('error', (error) => {
+      console.error(`test: ${label}: ${error.message}`);
+      resolve({ label, code: 1, seconds: 0 });
+    });
+    child.on('exit', (code, signal) => {
+      const seconds = Math.round((performance.now() - started) / 1000);
+      resolve({ label, code: code ?? (signal ? 1 : 0), seconds });
+    });
+  });
+}
+
+const results = [];
+results.push(await turbo('build', ['build', '--concurrency=2']));
+if (results[0].code === 0) {
+  const others = async () => {
+    // apps/agent's own type check, which the filter below leaves out with its suite.
+    const agentTypes = await turbo(`${LONG_SUITE} type check`, [
+      'typecheck',
+      '--only',
+      `--filter=${LONG_SUITE}`,
+    ]);
+    const rest = await turbo('lint, type checks and the other suites', [
+      'lint',
+      'typecheck',
+      'test',
+      '--only',
+      '--continue',
+      '--concurrency=2',
+      `--filter=!${LONG_SUITE}`,
+    ]);
+    return [agentTypes, rest];
+  };
+  const [suite, rest] = await Promise.all([
+    turbo(`${LONG_SUITE} suite`, ['test', '--only', `--filter=${LONG_SUITE}`]),
+    others(),
+  ]);
+  results.push(suite, ...rest);
+}
+console.log('');
+for (const r of results)
+  console.log(`test: ${r.label}: ${r.code === 0 ? 'passed' : `FAILED (exit ${r.code})`} in ${r.seconds} s`);
+const failed = results.find((r) => r.code !== 0);
+process.exitCode = failed ? failed.code : 0;
