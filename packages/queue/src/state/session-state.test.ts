@@ -40,6 +40,40 @@ describe.each(TEST_BACKENDS)('%s session state is bounded', (_kind, backend) => 
     expect(JSON.stringify(receipts).length).toBeLessThan(12 * 1024);
   });
 
+  it('a retry of the same range merges into its receipt; another range stands beside it', async () => {
+    const { worker } = await testEngines(backend, closer, uniquePrefix('sessmerge'));
+    const state = new SessionState(worker.state, { transcriptDir: 'p', sessionId: 's3' });
+    await state.recordExtractReceipt({
+      fromSeq: 0,
+      toSeq: 4,
+      memories: [{ path: 'a.md', type: 'user', action: 'created' }],
+      atMs: 1,
+    });
+    // The retry of a run that crashed between its receipt and its cursor: `a.md` is already on disk.
+    await state.recordExtractReceipt({
+      fromSeq: 0,
+      toSeq: 4,
+      memories: [
+        { path: 'a.md', type: 'user', action: 'updated' },
+        { path: 'b.md', type: 'project', action: 'created' },
+      ],
+      atMs: 2,
+    });
+    await state.recordExtractReceipt({ fromSeq: 4, toSeq: 6, memories: [], atMs: 3 });
+    expect(await state.extractReceipts()).toEqual([
+      {
+        fromSeq: 0,
+        toSeq: 4,
+        memories: [
+          { path: 'a.md', type: 'user', action: 'created' },
+          { path: 'b.md', type: 'project', action: 'created' },
+        ],
+        atMs: 2,
+      },
+      { fromSeq: 4, toSeq: 6, memories: [], atMs: 3 },
+    ]);
+  });
+
   it('expires with the retention it is given', async () => {
     const { worker } = await testEngines(backend, closer, uniquePrefix('sessttl'));
     const state = new SessionState(worker.state, { transcriptDir: 'p', sessionId: 's2' }, { ttlMs: 200 });

@@ -140,17 +140,37 @@ export class SessionState {
     return (await this.json<ExtractReceipt[]>('extract-receipts')) ?? [];
   }
 
+  /**
+   * Records what one extraction of `fromSeq..toSeq` saved. Written before the cursor moves, so a retry of a run
+   * that crashed in between records the same range again: that receipt merges into the first (each memory once,
+   * its first action kept) instead of standing beside it.
+   */
   async recordExtractReceipt(receipt: ExtractReceipt): Promise<void> {
     // Written only by the session's single active extraction (one per session), so read-modify-write is safe.
+    const current = await this.extractReceipts();
+    const same = current.findIndex((r) => r.fromSeq === receipt.fromSeq && r.toSeq === receipt.toSeq);
+    const earlier = same >= 0 ? current[same] : undefined;
+    const merged: ExtractReceipt = earlier
+      ? {
+          ...receipt,
+          memories: [
+            ...earlier.memories,
+            ...receipt.memories.filter((m) => !earlier.memories.some((e) => e.path === m.path)),
+          ],
+          ...(earlier.more || receipt.more ? { more: Math.max(earlier.more ?? 0, receipt.more ?? 0) } : {}),
+        }
+      : receipt;
     const capped: ExtractReceipt =
-      receipt.memories.length > MAX_RECEIPT_MEMORIES
+      merged.memories.length > MAX_RECEIPT_MEMORIES
         ? {
-            ...receipt,
-            memories: receipt.memories.slice(0, MAX_RECEIPT_MEMORIES),
-            more: (receipt.more ?? 0) + receipt.memories.length - MAX_RECEIPT_MEMORIES,
+            ...merged,
+            memories: merged.memories.slice(0, MAX_RECEIPT_MEMORIES),
+            more: (merged.more ?? 0) + merged.memories.length - MAX_RECEIPT_MEMORIES,
           }
-        : receipt;
-    const next = [...(await this.extractReceipts()), capped].slice(-MAX_RECEIPTS);
+        : merged;
+    const next = (earlier ? current.map((r, i) => (i === same ? capped : r)) : [...current, capped]).slice(
+      -MAX_RECEIPTS,
+    );
     await this.store.setJson(`${this.scope}:extract-receipts`, next, this.ttlMs);
   }
 

@@ -9,10 +9,12 @@ import { useModelServer } from '@engram/testkit/model-server-hooks';
 import { reply, type ScriptStep, text, textReply, toolUse } from '@engram/testkit/replies';
 import { waitForFinishedJob } from '@engram/testkit/wait';
 import { describe, expect, it } from 'vitest';
-import type { WorkerService } from '../service.js';
+import { createHandlers } from '../handlers.js';
+import { createLogger } from '../logger.js';
+import { startWorkerService, type WorkerService } from '../service.js';
 import { WORKER_TEST_BACKENDS } from '../testing/backends.test-helpers.js';
 import { createForeground, isExtractionRequest, lastUserText } from '../testing/foreground.test-helpers.js';
-import { startTestWorkerService } from '../testing/service.test-helpers.js';
+import { startTestWorkerService, testWorkersConfig } from '../testing/service.test-helpers.js';
 
 // Receipts and `engram_memories_written_total` come from the files on disk (content hashes before and after
 // the fork), never from the writes a fork set out to make: a refused Write is no saved memory.
@@ -83,6 +85,75 @@ describe.each(WORKER_TEST_BACKENDS)('extraction receipts on %s', (_kind, backend
     const receipts = await new SessionState(service.engine.state, fg.extractPayload(leaf)).extractReceipts();
     expect(receipts).toHaveLength(1);
     expect(receipts[0]!.memories).toEqual([]);
+  });
+
+  it('the receipt is written before the cursor moves: a caller that sees its turn covered reads what was saved', async () => {
+    // `engram run`, the demo and every drainExtraction wait for the cursor and then read the receipts at once. The
+    // engine's state store is watched: when the cursor key is set, the receipt must already be there.
+    const fg = createForeground(scripted.server);
+    mkdirSync(fg.paths.memoryDir, { recursive: true });
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('Noted.')]);
+    scripted.server.route(
+      'extract',
+      (r) => isExtractionRequest(r.body),
+      (r): ScriptStep =>
+        lastUserText(r.body).includes('You are now the memory extraction subagent')
+          ? reply(
+              text('Saving.'),
+              toolUse('Write', {
+                file_path: join(fg.paths.memoryDir, 'user_role.md'),
+                content: memory('Role', 'Backend engineer.'),
+              }),
+            )
+          : textReply('Saved.'),
+      { sticky: true },
+    );
+    const leaf = await fg.turn('I am a backend engineer');
+    const ns = uniquePrefix('receipt');
+    backend.cleanUpAfter(ns, closer);
+    const seenAtCursor: unknown[] = [];
+    const service = await startWorkerService({
+      config: testWorkersConfig({
+        modelUrl: scripted.server.url,
+        engramHome: fg.engramHome,
+        queues: 'extract',
+        backendEnv: backend.env(),
+        namespace: ns,
+      }),
+      logger: createLogger('silent'),
+      http: false,
+      handlers: (deps) => {
+        const real = deps.engine.state;
+        const watched = new Proxy(real, {
+          get(target, prop, receiver) {
+            const value = Reflect.get(target, prop, receiver);
+            if (prop !== 'setIfNewer' || typeof value !== 'function') return value;
+            return async (key: string, ...rest: unknown[]) => {
+              if (key.endsWith(':extract-cursor')) {
+                seenAtCursor.push(await new SessionState(real, fg.extractPayload(leaf)).extractReceipts());
+              }
+              return (value as (...a: unknown[]) => unknown).call(target, key, ...rest);
+            };
+          },
+        });
+        const engine = new Proxy(deps.engine, {
+          get: (target, prop, receiver) => (prop === 'state' ? watched : Reflect.get(target, prop, receiver)),
+        });
+        return createHandlers({ ...deps, engine });
+      },
+    });
+    closer.defer(() => service.stop('test'));
+    const producer = closer.add(new JobProducer(service.engine));
+    const receipt = await producer.enqueue('extract', fg.extractPayload(leaf));
+    const job = await waitForFinishedJob(producer.queue('extract'), receipt.jobId);
+    expect((job.returnvalue as ExtractResult).outcome).toBe('extracted');
+    expect(seenAtCursor).toEqual([
+      [
+        expect.objectContaining({
+          memories: [{ path: 'user_role.md', type: 'feedback', action: 'created' }],
+        }),
+      ],
+    ]);
   });
 
   it('credits exactly what changed on disk: a created file, an updated file, not an identical rewrite', async () => {

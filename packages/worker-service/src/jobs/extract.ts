@@ -252,18 +252,21 @@ export function createExtractHandler(deps: ExtractDeps) {
           'MEMORY.md is over its load caps; run a consolidation (engram dream) to bring it back under',
         );
       }
-      // Only now, after every write landed, does the cursor move: a crash before this line redoes the range.
-      await advance(target);
-      // Written into a store-backed team/: a push that names this job as the author of the new versions.
-      await requestAuthoredTeamPush(deps, payload, receipt.files, `extract:${ctx.job.id}`).catch((error) =>
-        log.warn({ err: (error as Error).message }, 'could not request the authored team push'),
-      );
+      // The receipt before the cursor: a caller that sees the cursor cover its turn (drainExtraction, `engram
+      // run`, the demo) reads the receipts at once, so they must already name what this run saved. A crash between
+      // the two redoes the range, and the retry's receipt for the same range merges into this one.
       await state.recordExtractReceipt({
         fromSeq: base.fromSeq,
         toSeq: target.leafSeq,
         memories,
         atMs: Date.now(),
       });
+      // Only now, after every write landed, does the cursor move: a crash before this line redoes the range.
+      await advance(target);
+      // Written into a store-backed team/: a push that names this job as the author of the new versions.
+      await requestAuthoredTeamPush(deps, payload, receipt.files, `extract:${ctx.job.id}`).catch((error) =>
+        log.warn({ err: (error as Error).message }, 'could not request the authored team push'),
+      );
       const usage = fork?.usage ?? nothing.usage;
       log.info(
         {
