@@ -51,6 +51,9 @@ function shellQuote(value: string): string {
   return /^[A-Za-z0-9_./:=@%+-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
 }
 
+/** Tool rounds the scripted main model takes, at most, before answering without the recalled memory. */
+const MAX_LOOKING_ROUNDS = 20;
+
 /** The scripted model: the main agent's replies, the extraction fork's tool calls. */
 export function demoResponder(memoryDir: string) {
   // The main model "thinks" until the small model has answered recall, so the scripted run shows the injection
@@ -89,11 +92,21 @@ export function demoResponder(memoryDir: string) {
     }
     if (all.includes(QUESTION)) {
       // Only the recalled memory's body (not the MEMORY.md pointer) says this: was the memory injected?
-      return all.includes('Use pnpm for every install and script')
-        ? textReply(
-            'Run `pnpm install` — not npm: you told me npm breaks this repo’s workspace links (recalled from memory).',
-          )
-        : textReply('Run the install with your usual package manager.');
+      if (all.includes('Use pnpm for every install and script')) {
+        return textReply(
+          'Run `pnpm install` — not npm: you told me npm breaks this repo’s workspace links (recalled from memory).',
+        );
+      }
+      // Not injected yet: the recall result reaches the turn only before a model call, so on a slow machine the
+      // model "keeps looking" (each tool round is another chance) for a bounded number of rounds.
+      const rounds = r.body.messages.filter((m) => m.role === 'assistant').length;
+      if (rounds < MAX_LOOKING_ROUNDS) {
+        return {
+          ...reply(text('Still looking.'), toolUse('Glob', { pattern: '*.yaml' })),
+          latencyMs: 500,
+        };
+      }
+      return textReply('Run the install with your usual package manager.');
     }
     return textReply('(scripted demo reply)');
   };
