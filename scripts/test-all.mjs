@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm test`: Biome, every package's type check and every package's Vitest suite, through turbo.
+// `npm test`: Biome, one type check of every package, and every package's Vitest suite through turbo.
 //
 // Why not one `turbo run lint typecheck test`: apps/agent's suite is the longest task by far (~9 minutes on
 // 2 cores: the fresh-clone install, the CLI, serve and workers as processes, the real Claude Code binary) and
@@ -17,9 +17,13 @@ import { performance } from 'node:perf_hooks';
 const LONG_SUITE = '@engram/agent';
 
 function turbo(label, args) {
+  return run(label, 'npx', ['turbo', 'run', ...args]);
+}
+
+function run(label, command, args) {
   const started = performance.now();
   return new Promise((resolve) => {
-    const child = spawn('npx', ['turbo', 'run', ...args], { stdio: 'inherit', env: process.env });
+    const child = spawn(command, args, { stdio: 'inherit', env: process.env });
     child.on('error', (error) => {
       console.error(`test: ${label}: ${error.message}`);
       resolve({ label, code: 1, seconds: 0 });
@@ -35,22 +39,19 @@ const results = [];
 results.push(await turbo('build', ['build', '--concurrency=2']));
 if (results[0].code === 0) {
   const others = async () => {
-    // apps/agent's own type check, which the filter below leaves out with its suite.
-    const agentTypes = await turbo(`${LONG_SUITE} type check`, [
-      'typecheck',
-      '--only',
-      `--filter=${LONG_SUITE}`,
-    ]);
-    const rest = await turbo('lint, type checks and the other suites', [
+    // Every package, app and bench file type-checked as one program (tsconfig.check.json): each file once. Per
+    // package (`npm run typecheck -w <package>`) each check re-checks the sources of every package it imports —
+    // 264 s of CPU for the twenty, against 39 s for the one program.
+    const types = await run('type check (tsconfig.check.json)', 'npx', ['tsc', '-p', 'tsconfig.check.json']);
+    const rest = await turbo('lint and the other suites', [
       'lint',
-      'typecheck',
       'test',
       '--only',
       '--continue',
       '--concurrency=2',
       `--filter=!${LONG_SUITE}`,
     ]);
-    return [agentTypes, rest];
+    return [types, rest];
   };
   const [suite, rest] = await Promise.all([
     turbo(`${LONG_SUITE} suite`, ['test', '--only', `--filter=${LONG_SUITE}`]),

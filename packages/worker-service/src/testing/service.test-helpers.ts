@@ -36,10 +36,12 @@ export function testWorkersConfig(opts: TestServiceOptions): WorkersConfig {
     ANTHROPIC_BASE_URL: opts.modelUrl,
     ENGRAM_MODEL_MAX_RETRIES: '0',
     LOG_LEVEL: 'silent',
-    // The fast loop runs the fork client's model calls on the jobs' thread: booting a model thread (the SDK
-    // loaded again inside it) costs more CPU than a small job test. `npm test` keeps the default thread; the
-    // client's own tests (agent-runtime model/client.test.ts) hold both paths to one behaviour in every tier.
-    ...(process.env.ENGRAM_TEST_FAST === '1' ? { ENGRAM_MODEL_THREADS: '0' } : {}),
+    // In-process test services run the fork client's model calls on the jobs' thread: booting a model thread
+    // (the SDK loaded again inside it) per service cost ~90 s of CPU in worker-service's suite alone. The threaded
+    // path keeps its coverage where it runs in production: the client's own tests (agent-runtime
+    // model/client.test.ts) hold both paths to one behaviour, and every suite that runs workers as processes
+    // (CLI, dev stack, crash and telemetry suites) runs them with the default thread. `env` can ask for one.
+    ENGRAM_MODEL_THREADS: '0',
     ...opts.env,
   });
 }
