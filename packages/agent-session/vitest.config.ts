@@ -1,3 +1,3 @@
 import { engramVitestConfig } from '../../vitest.shared.js';
 
-export default engramVitestConfig({ redis: true, shareProcess: 'fast' });
+export default engramVitestConfig({ redis: true, shareProcess: 'always' });

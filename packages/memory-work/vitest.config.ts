@@ -1,3 +1,3 @@
 import { engramVitestConfig } from '../../vitest.shared.js';
 
-export default engramVitestConfig({ redis: true, postgres: true, shareProcess: 'fast' });
+export default engramVitestConfig({ redis: true, postgres: true, shareProcess: 'always' });
