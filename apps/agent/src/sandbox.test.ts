@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   existsSync,
@@ -31,6 +31,7 @@ import {
   type ToolContext,
 } from '@engram/agent-runtime/tools/tool';
 import { memoryWritePolicy } from '@engram/memory-core/policy/memory-permissions';
+import { startRaceLoop } from '@engram/testkit/race-loop';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertBuilt, engram } from './cli.test-helpers.js';
 import { checkSandbox } from './commands/doctor.js';
@@ -348,14 +349,9 @@ describe('path tests through the fork tools and the memory policy', () => {
     });
     rmSync(join(mem, 'hard.md'));
     rmSync(join(mem, 'soft.md'));
-    const loop = spawn(
-      'bash',
-      [
-        '-c',
-        `cd '${mem}'; while :; do rm -rf sub; ln -s '${canary}' sub; rm -f sub; mkdir sub; ` +
-          `rm -f flip.md; ln -s '${canary}/f.txt' flip.md; rm -f flip.md; echo x > flip.md; done`,
-      ],
-      { stdio: 'ignore' },
+    const loop = startRaceLoop(
+      `cd '${mem}'; while :; do rm -rf sub; ln -s '${canary}' sub; rm -f sub; mkdir sub; ` +
+        `rm -f flip.md; ln -s '${canary}/f.txt' flip.md; rm -f flip.md; echo x > flip.md; done`,
     );
     const outcomes = { written: 0, denied: 0, failed: 0 };
     try {
@@ -367,7 +363,7 @@ describe('path tests through the fork tools and the memory policy', () => {
         else outcomes.failed++;
       }
     } finally {
-      loop.kill('SIGKILL');
+      await loop.stop();
     }
     expect(outcomes.written + outcomes.denied + outcomes.failed).toBe(400);
     expect(snapshot(canary)).toEqual(before);

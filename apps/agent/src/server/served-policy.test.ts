@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import {
   lstatSync,
   mkdirSync,
@@ -20,6 +19,7 @@ import { grepTool } from '@engram/agent-runtime/tools/grep';
 import { type AnyTool, ReadFileState, type ToolContext, ToolError } from '@engram/agent-runtime/tools/tool';
 import { writeTool } from '@engram/agent-runtime/tools/write';
 import type { ServedTool } from '@engram/tenants/tenant-store';
+import { startRaceLoop } from '@engram/testkit/race-loop';
 import { afterAll, describe, expect, it } from 'vitest';
 import { servedBoundary } from './served-policy.js';
 
@@ -127,18 +127,12 @@ describe('served Write and Edit through the jailed writer', () => {
       mkdirSync(flipDir);
       writeFileSync(join(flipDir, 'CLAUDE.md'), 'OWN\n');
       const tools = await writeTools(join(home, 'memory'));
-      const flipper = spawn(
-        '/bin/bash',
-        [
-          '-c',
-          // `rm -rf` first: a write may have created the directory again in the gap.
-          `cd '${workspace}'; while :; do rm -rf flip-${tool}; ln -s '${victim}' flip-${tool}; ` +
-            `rm -f flip-${tool}; mkdir flip-${tool} && echo OWN > flip-${tool}/CLAUDE.md; done 2>/dev/null`,
-        ],
-        // Its own process group, so the kill below also ends the rm/ln/mkdir it is running at that moment.
-        { stdio: 'ignore', detached: true },
+      // `rm -rf` first: a write may have created the directory again in the gap. Its own process group, so
+      // stopping it also ends the rm/ln/mkdir it is running at that moment.
+      const flipper = startRaceLoop(
+        `cd '${workspace}'; while :; do rm -rf flip-${tool}; ln -s '${victim}' flip-${tool}; ` +
+          `rm -f flip-${tool}; mkdir flip-${tool} && echo OWN > flip-${tool}/CLAUDE.md; done 2>/dev/null`,
       );
-      const flipperExited = new Promise((r) => flipper.once('exit', r));
       let landed = 0;
       let refused = 0;
       try {
@@ -167,8 +161,7 @@ describe('served Write and Edit through the jailed writer', () => {
           }
         }
       } finally {
-        process.kill(-flipper.pid!, 'SIGKILL');
-        await flipperExited;
+        await flipper.stop();
       }
       expect(readFileSync(join(victim, 'CLAUDE.md'), 'utf8')).toBe('VICTIM\n');
       expect(listing(victim)).toEqual(['CLAUDE.md']);

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import {
   linkSync,
   mkdirSync,
@@ -9,6 +8,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { startRaceLoop } from '@engram/testkit/race-loop';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeTempDir, sandboxContext } from '../fixtures.test-helpers.js';
 import { writeTool } from '../tools/write.js';
@@ -72,14 +72,9 @@ describe('writeFileJailed', () => {
     const ctx = sandboxContext(sandbox, mem);
     // Another process swaps mem/sub between a real directory and a link to outside/, and mem/f.md between
     // a regular file and a link to outside/target.md, as fast as it can.
-    const flipper = spawn(
-      '/bin/bash',
-      [
-        '-c',
-        `cd '${mem}'; while :; do rm -rf sub; ln -s '${outside}' sub; rm -f sub; mkdir sub; ` +
-          `rm -f f.md; ln -s '${outside}/target.md' f.md; rm -f f.md; echo x > f.md; done`,
-      ],
-      { stdio: 'ignore' },
+    const flipper = startRaceLoop(
+      `cd '${mem}'; while :; do rm -rf sub; ln -s '${outside}' sub; rm -f sub; mkdir sub; ` +
+        `rm -f f.md; ln -s '${outside}/target.md' f.md; rm -f f.md; echo x > f.md; done`,
     );
     let written = 0;
     let refused = 0;
@@ -96,7 +91,7 @@ describe('writeFileJailed', () => {
         }
       }
     } finally {
-      flipper.kill('SIGKILL');
+      await flipper.stop();
     }
     expect(written + refused).toBe(400);
     expect(written).toBeGreaterThan(0);

@@ -1,7 +1,8 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { startRaceLoop } from '@engram/testkit/race-loop';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readBoundedContext } from '../fixtures.test-helpers.js';
 import { readTool } from '../tools/read.js';
@@ -126,13 +127,9 @@ describe('Read and Write with a read boundary', () => {
     const inside = join(mine, 'own.md');
     const outside = join(theirs, 'secret.md');
     // The flipper is another process: it swaps the link's target as fast as it can (rename is atomic).
-    const flipper = spawn(
+    const flipper = startRaceLoop(
+      `while :; do ln -sfn "${inside}" "${target}.i" && mv -fT "${target}.i" "${target}"; ln -sfn "${outside}" "${target}.o" && mv -fT "${target}.o" "${target}"; done`,
       'sh',
-      [
-        '-c',
-        `while :; do ln -sfn "${inside}" "${target}.i" && mv -fT "${target}.i" "${target}"; ln -sfn "${outside}" "${target}.o" && mv -fT "${target}.o" "${target}"; done`,
-      ],
-      { stdio: 'ignore' },
     );
     try {
       let escapes = 0;
@@ -153,7 +150,7 @@ describe('Read and Write with a read boundary', () => {
       expect(ok).toBeGreaterThan(0);
       expect(refused).toBeGreaterThan(0);
     } finally {
-      flipper.kill('SIGKILL');
+      await flipper.stop();
     }
   }, 120_000);
 });
