@@ -9,8 +9,8 @@
 // which runs two tasks at a time (three concurrent tasks in all; at ten, process-spawning suites timed out on
 // 2 cores). `--only` keeps the second phase from re-running the builds the first phase did.
 //
-// Exit code: 0 when every phase passed, else the first failing phase's code (every phase still runs to the end,
-// like `turbo --continue`).
+// Exit code: 0 when every phase passed, else the first failing phase's code. A failed build stops the run (the
+// suites run the built CLI and workers); after it, every phase runs to the end, like `turbo --continue`.
 import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 
