@@ -149,6 +149,9 @@ async function servedTurn(
     ENGRAM_QUEUES: 'extract',
     ENGRAM_WORKERS_PORT: '0',
     LOG_LEVEL: 'info',
+    // At the test's priority: at nice 10 (production's default) the other suites `npm test` runs beside this one
+    // leave the workers a tenth of a core (apps/workers' worker-process.test-helpers.ts says more).
+    ENGRAM_WORKERS_NICE: '0',
   });
   const serveUrl = await waitFor(
     'engram serve to listen',

@@ -49,7 +49,8 @@ const { closer } = scripted;
 const MEMORY =
   '---\nname: Use pnpm\ndescription: The user wants pnpm, never npm\ntype: feedback\n---\nUse pnpm.\n\n**Why:** npm breaks workspace links.\n**How to apply:** pnpm install / pnpm test.\n';
 
-const spawnWorker = (env: Record<string, string>) => spawnWorkerProcess(env, closer);
+const spawnWorker = (env: Record<string, string>, opts?: { productionNice?: boolean }) =>
+  spawnWorkerProcess(env, closer, opts);
 
 /**
  * An extraction of `leaf` taken by a first worker process (fast lock expiry and stall checks, so a second
@@ -62,7 +63,7 @@ async function startHangingExtraction(
   fg: ForegroundSession,
   leaf: { leafUuid: string; leafSeq: number },
   prefix: string,
-  opts: { hanging: () => boolean },
+  opts: { hanging: () => boolean; productionNice?: boolean },
 ) {
   const namespace = uniquePrefix(prefix);
   backend.cleanUpAfter(namespace, closer);
@@ -74,7 +75,7 @@ async function startHangingExtraction(
     await openQueueEngine({ config: backend.config(), profile: 'worker', namespace }),
   );
   const producer = closer.add(new JobProducer(engine));
-  const first = spawnWorker(env);
+  const first = spawnWorker(env, { productionNice: opts.productionNice });
   const receipt = await producer.enqueue('extract', fg.extractPayload(leaf));
   await waitUntil(opts.hanging, 'first fork to write and hang', { timeoutMs: 30_000, ignoreErrors: true });
   return { env, engine, producer, receipt, first };
@@ -109,18 +110,6 @@ describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
       hanging: () => secondTurns === 1,
     });
     expect(existsSync(join(fg.paths.memoryDir, 'feedback_pnpm.md'))).toBe(true);
-    // A dedicated worker process yields the CPU to the foreground (ENGRAM_WORKERS_NICE, default 10); its
-    // model thread, started by the fork, inherited that (niceness is per thread on Linux).
-    const niceOf = (path: string) =>
-      Number(
-        readFileSync(path, 'utf8')
-          .replace(/^.*\) /s, '')
-          .split(' ')[16],
-      );
-    expect(niceOf(`/proc/${a.pid}/stat`)).toBe(10);
-    const threads = readdirSync(`/proc/${a.pid}/task`).map((t) => niceOf(`/proc/${a.pid}/task/${t}/stat`));
-    expect(threads.filter((n) => n === 10).length).toBeGreaterThanOrEqual(2);
-
     spawnWorker(env);
     await killWorkerProcess(a);
 
@@ -137,6 +126,37 @@ describe.each(WORKER_TEST_BACKENDS)('crash safety on %s', (_kind, backend) => {
     expect(unstamped(await fs.readFile(join(fg.paths.memoryDir, 'feedback_pnpm.md'), 'utf8'))).toBe(MEMORY);
     const state = new SessionState(engine.state, fg.extractPayload(leaf));
     expect(await state.extractCursor()).toEqual({ leafUuid: leaf.leafUuid, leafSeq: leaf.leafSeq });
+  }, 60_000);
+});
+
+describe('a dedicated worker process', () => {
+  it('yields the CPU to the foreground: the process and the model thread its fork started run at nice 10', async () => {
+    const [, backend] = WORKER_TEST_BACKENDS[0]!;
+    const fg = createForeground(scripted.server);
+    scripted.server.route('parent', (r) => !isExtractionRequest(r.body), [textReply('pnpm it is.')]);
+    let secondTurns = 0;
+    scriptExtractionFork(scripted.server, () => ({ file: 'feedback_pnpm.md', content: MEMORY }), {
+      // The fork hangs here, its model thread started, while the test reads the priorities.
+      after: () => textReply('Saved.', ++secondTurns === 1 ? { latencyMs: 8_000 } : {}),
+    });
+    const leaf = await fg.turn('always use pnpm in this repo, never npm');
+    const { first: a } = await startHangingExtraction(backend, fg, leaf, 'nice', {
+      hanging: () => secondTurns === 1,
+      productionNice: true,
+    });
+    // A dedicated worker process yields the CPU to the foreground (ENGRAM_WORKERS_NICE, default 10); its
+    // model thread, started by the fork, inherited that (niceness is per thread on Linux).
+    const niceOf = (path: string) =>
+      Number(
+        readFileSync(path, 'utf8')
+          .replace(/^.*\) /s, '')
+          .split(' ')[16],
+      );
+    expect(niceOf(`/proc/${a.pid}/stat`)).toBe(10);
+    const threads = readdirSync(`/proc/${a.pid}/task`).map((t) => niceOf(`/proc/${a.pid}/task/${t}/stat`));
+    expect(threads.filter((n) => n === 10).length).toBeGreaterThanOrEqual(2);
+
+    await killWorkerProcess(a);
   }, 60_000);
 });
 
