@@ -8,6 +8,7 @@ import { Closer, uniquePrefix } from '@engram/testkit/bullmq-helpers';
 import { type ModelServer, startModelServer } from '@engram/testkit/model-server';
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '@engram/testkit/otlp-receiver';
 import { reply, text, textReply, toolUse } from '@engram/testkit/replies';
+import { waitUntil } from '@engram/testkit/wait';
 import { WORKER_TEST_BACKENDS } from '@engram/worker-service/testing/backends.test-helpers';
 import { startTestWorkerService } from '@engram/worker-service/testing/service.test-helpers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -130,28 +131,29 @@ describe.each(WORKER_TEST_BACKENDS)(
       const paths = await resolveEngramPaths({ engramHome: acme.tenant.home, cwd: workspaceDir });
       const memoryFile = join(paths.memoryDir, 'project_deploys.md');
       // Deadlines, not counts: on a loaded machine (CI runs this beside other suites) each step takes longer.
-      const deadline = (ms: number) => Date.now() + ms;
-      for (const until = deadline(30_000); Date.now() < until && !existsSync(memoryFile); )
-        await new Promise((r) => setTimeout(r, 50));
-      expect(existsSync(memoryFile)).toBe(true);
+      await waitUntil(() => existsSync(memoryFile), 'the memory file', { timeoutMs: 30_000, intervalMs: 50 });
 
       // The receipt span ends just after the file lands, and BullMQ's consumer span when the handler has
       // returned, a little later: wait until both of this turn's trace are exported (the other backend's run
-      // may still be exporting into the same receiver).
+      // may still be exporting into the same receiver). A timeout falls through: the assertions below name
+      // what is missing.
       let spans: ReceivedSpan[] = [];
       let trace: ReceivedSpan[] = [];
       let turnSpan: ReceivedSpan | undefined;
-      for (const until = deadline(30_000); Date.now() < until; ) {
-        await activeTelemetry().flush();
-        spans = receiver.spans().slice(before);
-        turnSpan = spans.find(
-          (s) => s.name === 'engram.turn' && s.attributes['gen_ai.conversation.id'] === session.id,
-        );
-        trace = turnSpan ? spans.filter((s) => s.traceId === turnSpan!.traceId) : [];
-        const consumer = trace.some((s) => s.scope === 'bullmq' && s.kind === 5 && /extract/.test(s.name));
-        if (consumer && trace.some((s) => s.name === 'engram.receipt')) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await waitUntil(
+        async () => {
+          await activeTelemetry().flush();
+          spans = receiver.spans().slice(before);
+          turnSpan = spans.find(
+            (s) => s.name === 'engram.turn' && s.attributes['gen_ai.conversation.id'] === session.id,
+          );
+          trace = turnSpan ? spans.filter((s) => s.traceId === turnSpan!.traceId) : [];
+          const consumer = trace.some((s) => s.scope === 'bullmq' && s.kind === 5 && /extract/.test(s.name));
+          return consumer && trace.some((s) => s.name === 'engram.receipt');
+        },
+        'the extract job and receipt spans of this turn’s trace',
+        { timeoutMs: 30_000, intervalMs: 100 },
+      ).catch(() => undefined);
       expect(turnSpan, spans.map((s) => s.name).join(', ')).toBeDefined();
       const http = trace.find((s) => s.name === 'POST /v1/sessions/:id/turns');
       expect(http).toMatchObject({ kind: 2, attributes: { 'http.response.status_code': 200 } });

@@ -16,11 +16,12 @@ export function assertWorkerBuilt(): void {
  * Spawns `engram-workers` with `env` over this process's environment (minus any queue URL, so the test's
  * backend choice is the only one), reports a crash with its stderr, and SIGKILLs it when `closer` closes.
  *
- * The worker runs at the test's own priority unless `env` or `opts.productionNice` says otherwise. In production
- * a worker process lowers itself to nice 10 so that the foreground wins contention; in `npm test` every other
- * suite runs beside it at nice 0, and a nice-10 worker got a tenth of a core: its tests ran 30+ s (9 s at nice 0)
- * and its job locks (1.5 s in the crash tests) could lapse, the load these tests never meant to measure. `productionNice` keeps the
- * default (extract-crash.test.ts checks the process and its model thread run at nice 10).
+ * The worker runs at the test's own priority unless `env` or `opts.productionNice` says otherwise. In
+ * production a worker process lowers itself to nice 10 so that the foreground wins contention; in `npm test`
+ * every other suite runs beside it at nice 0, and a nice-10 worker got a tenth of a core: its tests ran 30+ s
+ * (9 s at nice 0) and its job locks (1.5 s in the crash tests) could lapse, a load these tests never meant to
+ * measure. `productionNice` keeps the default (extract-crash.test.ts checks that the process and its model
+ * thread run at nice 10).
  */
 export function spawnWorkerProcess(
   env: Record<string, string>,
