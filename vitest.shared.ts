@@ -1,4 +1,3 @@
-import { availableParallelism } from 'node:os';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig } from 'vitest/config';
@@ -51,53 +50,105 @@ export const END_TO_END_SUITES = [
   'packages/worker-service/src/concurrency.test.ts', // soak: 120 extraction forks at once in one process
   'packages/worker-service/src/jobs/session-memory-tokens.test.ts', // soak: two scripted 200-turn sessions
   'packages/agent-runtime/src/tools/search-race.test.ts', // soak: 4,000 searches against a process flipping a link
+  'packages/agent-runtime/src/sandbox/symlink-race.test.ts', // soak: 400 writes, 1,000 reads against a process flipping links
+  'packages/agent-runtime/src/sandbox/sandbox-limits.test.ts', // soak: a fork bomb, CPU, file and memory hogs under bubblewrap
+  'packages/agent-runtime/src/model/threaded-transport-process.test.ts', // process: a script's model call as a process
   'packages/agent-sdk/src/query.test.ts', // process: the Agent SDK's bundled Claude Code binary
   'packages/worker-service/src/jobs/extract-staged-kill.test.ts', // crash: SIGKILLs processes at every staged commit step
 ] as const;
+
+/** The packages' test configurations the fast loop (`vitest.fast.config.ts`) runs as its projects. */
+export const FAST_LOOP_PACKAGES = ['apps/*/vitest.config.ts', 'packages/*/vitest.config.ts'] as const;
+
+/**
+ * Suites that leave process-wide state behind (environment, telemetry) and need no Redis or PostgreSQL: in a
+ * package that shares one process between its files (`shareProcess`), each of these runs apart, in a process of
+ * its own. Paths from the repository root.
+ */
+export const ISOLATED_SUITES = [
+  // Starts this process's OpenTelemetry SDK, which stays the active telemetry after its shutdown.
+  'packages/worker-service/src/logger-otlp.test.ts',
+] as const;
+
+/** The options of one package's suites (its `vitest.config.ts`). */
+export interface EngramTestOptions {
+  redis?: boolean;
+  postgres?: boolean;
+  testTimeout?: number;
+  /**
+   * Run a package's test files in one process instead of one process each: `always` for packages whose files
+   * leave no process-wide state behind (the few that do are in `ISOLATED_SUITES`); `fast` for packages where some
+   * end-to-end files do (apps/agent). Loading the modules once per file is most of a small file's cost: in
+   * `npm test`, worker-service 222 → 157 s of CPU, agent-runtime 204 → 165 s.
+   */
+  shareProcess?: 'always' | 'fast';
+}
 
 // Tests resolve workspace packages to their TypeScript sources (the `source` export condition), so a
 // package's tests never run against a stale dist/ of another package.
 // Every run's temporary files live in one directory removed at the end (packages/testkit/src/tmp-global-setup.ts).
 // `redis`/`postgres` start a real server once per run (packages/testkit/src/redis-global-setup.ts) for
 // `inject('redisUrl')` / `inject('postgresUrl')`.
-export function engramVitestConfig(
-  options: {
-    redis?: boolean;
-    postgres?: boolean;
-    testTimeout?: number;
-    /**
-     * Run a package's test files in one process instead of one process each: `always` for packages whose files
-     * leave no process-wide state behind (environment, telemetry, caches; the few that do are `isolatedFiles`);
-     * `fast` for packages where some end-to-end files do (apps/agent). Loading the modules once per file is most
-     * of a small file's cost: in `npm test`, worker-service 222 → 157 s of CPU, agent-runtime 204 → 165 s.
-     */
-    shareProcess?: 'always' | 'fast';
-    /**
-     * Files (relative to the package) that leave process-wide state behind and need no Redis or PostgreSQL:
-     * while the package shares a process, they run apart, each in a process of its own.
-     */
-    isolatedFiles?: string[];
-  } = {},
-) {
+//
+// Two ways to run: `npm test` runs each package's `vitest run` in its directory (turbo); `npm run test:fast`
+// (ENGRAM_TEST_FAST=1) runs one Vitest from the repository root with every package as a project
+// (`vitest.fast.config.ts`): one Vitest, one Redis and one PostgreSQL for the whole loop instead of twenty of each.
+export function engramVitestConfig(dir: string, options: EngramTestOptions = {}) {
   const fast = process.env.ENGRAM_TEST_FAST === '1';
   const shared = options.shareProcess === 'always' || (options.shareProcess === 'fast' && fast);
   const services = { redis: !!options.redis, postgres: !!options.postgres };
-  const apart = shared ? (options.isolatedFiles ?? []) : [];
-  if (apart.length === 0) return packageConfig(options, services, { isolate: !shared });
+  const apart = shared ? packageRelative(dir, ISOLATED_SUITES) : [];
+  // The fast loop's root config runs the files kept apart as projects of their own (Vitest has no projects
+  // within a project).
+  if (apart.length === 0 || fast)
+    return packageConfig(dir, options, services, { isolate: !shared, exclude: apart });
   return defineConfig({
     test: {
       projects: [
-        packageConfig(options, services, { isolate: false, exclude: apart }),
-        packageConfig(options, { redis: false, postgres: false }, { isolate: true, include: apart }),
+        packageConfig(dir, options, services, {
+          isolate: false,
+          exclude: apart,
+          name: 'shared',
+          groupOrder: 0,
+        }),
+        packageConfig(
+          dir,
+          {},
+          { redis: false, postgres: false },
+          { isolate: true, include: apart, name: 'apart', groupOrder: 1 },
+        ),
       ],
     },
   });
 }
 
+/** The fast loop's projects beyond the packages' own: each of `ISOLATED_SUITES` in a process of its own. */
+export function isolatedSuiteProjects() {
+  return ISOLATED_SUITES.map((path) => {
+    const dir = `${ROOT}${path.slice(0, path.indexOf('/src/'))}`;
+    return packageConfig(
+      dir,
+      {},
+      { redis: false, postgres: false },
+      {
+        isolate: true,
+        include: packageRelative(dir, [path]),
+        name: `${path} (apart)`,
+      },
+    );
+  });
+}
+
+/** The paths (from the repository root) that lie in `dir`, relative to it. */
+function packageRelative(dir: string, paths: readonly string[]): string[] {
+  return paths.map((path) => relative(dir, `${ROOT}${path}`)).filter((path) => !path.startsWith('..'));
+}
+
 function packageConfig(
+  dir: string,
   options: { testTimeout?: number },
   services: { redis: boolean; postgres: boolean },
-  files: { isolate: boolean; include?: string[]; exclude?: string[] },
+  files: { isolate: boolean; include?: string[]; exclude?: string[]; name?: string; groupOrder?: number },
 ) {
   const fast = process.env.ENGRAM_TEST_FAST === '1';
   // The temporary-directory setup comes first, so its teardown (removing every temporary file) runs last.
@@ -108,6 +159,7 @@ function packageConfig(
       : []),
   ];
   return defineConfig({
+    root: dir,
     resolve: { conditions: ['source'] },
     ssr: { resolve: { conditions: ['source'] } },
     // globalSetup files run in Vitest's own `__vitest__` environment, which needs the same rule.
@@ -117,22 +169,15 @@ function packageConfig(
       },
     },
     test: {
-      // Split into two projects (see `isolatedFiles`): the shared one runs first, then the files kept apart.
-      ...(files.include
-        ? { name: 'apart', sequence: { groupOrder: 1 } }
-        : files.exclude
-          ? { name: 'shared', sequence: { groupOrder: 0 } }
-          : {}),
+      ...(files.name ? { name: files.name } : {}),
+      // In a package split into two projects the shared one runs first, then the files kept apart.
+      ...(files.groupOrder !== undefined ? { sequence: { groupOrder: files.groupOrder } } : {}),
       include: files.include ?? ['src/**/*.test.ts'],
       // `npm run test:fast` (ENGRAM_TEST_FAST=1): this package's suites without the end-to-end tier.
       exclude: [
         ...configDefaults.exclude,
         ...(files.exclude ?? []),
-        ...(fast
-          ? END_TO_END_SUITES.map((path) => relative(process.cwd(), `${ROOT}${path}`)).filter(
-              (path) => !path.startsWith('..'),
-            )
-          : []),
+        ...(fast ? packageRelative(dir, END_TO_END_SUITES) : []),
       ],
       environment: 'node',
       globalSetup,
@@ -141,12 +186,6 @@ function packageConfig(
       hookTimeout: 30_000,
       pool: 'forks',
       isolate: files.isolate,
-      // A package's integration suites mostly wait (on Redis, PostgreSQL, the scripted model, lease timers): in
-      // the fast loop two of its files run at a time even on 2 cores (Vitest's default there is one), so the
-      // longest packages are not a serial tail. CPU-bound unit packages keep the default.
-      ...(fast && (services.redis || services.postgres)
-        ? { maxWorkers: Math.max(2, availableParallelism() - 1) }
-        : {}),
     },
   });
 }

@@ -1,3 +1,7 @@
 import { engramVitestConfig } from '../../vitest.shared.js';
 
-export default engramVitestConfig({ redis: true, postgres: true, shareProcess: 'always' });
+export default engramVitestConfig(import.meta.dirname, {
+  redis: true,
+  postgres: true,
+  shareProcess: 'always',
+});

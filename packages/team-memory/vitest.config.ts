@@ -1,3 +1,3 @@
 import { engramVitestConfig } from '../../vitest.shared.js';
 
-export default engramVitestConfig({ postgres: true, shareProcess: 'always' });
+export default engramVitestConfig(import.meta.dirname, { postgres: true, shareProcess: 'always' });

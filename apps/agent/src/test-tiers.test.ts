@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { END_TO_END_SUITES } from '../../../vitest.shared.js';
+import { END_TO_END_SUITES, FAST_LOOP_PACKAGES } from '../../../vitest.shared.js';
 
 // `npm run test:fast` leaves out the end-to-end tier by path: a renamed or moved suite must not silently join
 // the fast loop (or vanish from the list), and no workspace's suites may drop out of it unnoticed.
@@ -38,7 +38,8 @@ describe('test tiers', () => {
     expect(needsBuild.filter((path) => !listed.has(path))).toEqual([]);
   });
 
-  it('every workspace that has tests runs them in the fast loop too (a `test:fast` script beside `test`)', () => {
+  it('every workspace that has tests runs them in the fast loop too (a vitest.config.ts its projects pick up)', () => {
+    const globs: readonly string[] = FAST_LOOP_PACKAGES;
     const missing: string[] = [];
     for (const group of ['packages', 'apps']) {
       for (const name of readdirSync(join(ROOT, group))) {
@@ -46,9 +47,13 @@ describe('test tiers', () => {
         if (!existsSync(manifest)) continue;
         const scripts = (JSON.parse(readFileSync(manifest, 'utf8')) as { scripts?: Record<string, string> })
           .scripts;
-        if (scripts?.test && !scripts['test:fast']) missing.push(`${group}/${name}`);
+        if (!scripts?.test) continue;
+        const config = `${group}/${name}/vitest.config.ts`;
+        const picked = globs.some((glob) => glob === `${group}/*/vitest.config.ts` || glob === config);
+        if (!existsSync(join(ROOT, config)) || !picked) missing.push(`${group}/${name}`);
       }
     }
+    expect(globs.length).toBeGreaterThan(0);
     expect(missing).toEqual([]);
   });
 });

@@ -8,12 +8,9 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { startRaceLoop } from '@engram/testkit/race-loop';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeTempDir, sandboxContext } from '../fixtures.test-helpers.js';
-import { writeTool } from '../tools/write.js';
+import { makeTempDir } from '../fixtures.test-helpers.js';
 import { type JailedWriteError, writeFileJailed } from './jailed-write.js';
-import { createToolSandbox } from './unattended.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -62,39 +59,6 @@ describe('writeFileJailed', () => {
     expect(await refusal(join(mem, 'filelink.md'))).toBe('SYMLINK_IN_PATH');
     expect(await refusal(join(mem, 'hard.md'))).toBe('HARD_LINK');
     expect(await refusal(mem)).toBe('OUTSIDE_ROOT');
-    expect(readFileSync(join(outside, 'target.md'), 'utf8')).toBe('untouched\n');
-    expect(listing(outside)).toEqual(['target.md']);
-  });
-
-  it('lands nothing outside while a symlink is flipped in a loop during 400 writes through the Write tool', async () => {
-    const { mem, outside } = await layout();
-    const sandbox = await createToolSandbox({ root: mem, bash: 'read-only' });
-    const ctx = sandboxContext(sandbox, mem);
-    // Another process swaps mem/sub between a real directory and a link to outside/, and mem/f.md between
-    // a regular file and a link to outside/target.md, as fast as it can.
-    const flipper = startRaceLoop(
-      `cd '${mem}'; while :; do rm -rf sub; ln -s '${outside}' sub; rm -f sub; mkdir sub; ` +
-        `rm -f f.md; ln -s '${outside}/target.md' f.md; rm -f f.md; echo x > f.md; done`,
-    );
-    let written = 0;
-    let refused = 0;
-    try {
-      for (let i = 0; i < 400; i++) {
-        const file_path = i % 2 === 0 ? join(mem, 'sub', 'target.md') : join(mem, 'f.md');
-        try {
-          // The model "has read" the file: only the jail decides.
-          ctx.readFileState.set(file_path, { mtimeMs: Number.MAX_SAFE_INTEGER });
-          await writeTool.call({ file_path, content: `pwned ${i}\n` }, ctx);
-          written++;
-        } catch {
-          refused++;
-        }
-      }
-    } finally {
-      await flipper.stop();
-    }
-    expect(written + refused).toBe(400);
-    expect(written).toBeGreaterThan(0);
     expect(readFileSync(join(outside, 'target.md'), 'utf8')).toBe('untouched\n');
     expect(listing(outside)).toEqual(['target.md']);
   });
