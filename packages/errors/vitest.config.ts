@@ -1,3 +1,3 @@
 import { engramVitestConfig } from '../../vitest.shared.js';
 
-export default engramVitestConfig(import.meta.dirname);
+export default engramVitestConfig(import.meta.dirname, { shareProcess: 'always' });

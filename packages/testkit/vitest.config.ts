@@ -1,3 +1,3 @@
 import { engramVitestConfig } from '../../vitest.shared.js';
 
-export default engramVitestConfig(import.meta.dirname, { redis: true });
+export default engramVitestConfig(import.meta.dirname, { redis: true, shareProcess: 'always' });
