@@ -1,13 +1,14 @@
-import { mkdtemp, realpath, rm } from 'node:fs/promises';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseSandboxLimits } from '@engram/config/sandbox-limits';
 import type { ModelServer } from '@engram/testkit/model-server';
 import { useModelServer } from '@engram/testkit/model-server-hooks';
-import { beforeAll, beforeEach } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { createModelClient, type ModelClient } from './model/client.js';
 import { ATTENDED, type UnattendedBoundary } from './sandbox/boundary.js';
-import type { ReadBoundary } from './sandbox/read-boundary.js';
+import { type ReadBoundary, rootsBoundary } from './sandbox/read-boundary.js';
 import type { ToolSandbox } from './sandbox/unattended.js';
 import { ReadFileState, type ToolContext } from './tools/tool.js';
 
@@ -18,6 +19,67 @@ export async function makeTempDir(
 ): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await realpath(await mkdtemp(join(tmpdir(), prefix)));
   return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * Temporary directories removed after the test that made them (this registers the file's afterEach), and other
+ * per-test cleanups run at the same moment.
+ */
+export function useTempDirs(): { tempDir(): Promise<string>; onCleanup(cleanup: () => Promise<void>): void } {
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0)) await cleanup();
+  });
+  return {
+    async tempDir() {
+      const t = await makeTempDir();
+      cleanups.push(t.cleanup);
+      return t.dir;
+    },
+    onCleanup: (cleanup) => void cleanups.push(cleanup),
+  };
+}
+
+/** The write jail's layout in `base`: the root `mem` and an `outside` directory holding `target.md`. */
+export function jailLayout(base: string): { base: string; mem: string; outside: string } {
+  const mem = join(base, 'mem');
+  const outside = join(base, 'outside');
+  mkdirSync(mem);
+  mkdirSync(outside);
+  writeFileSync(join(outside, 'target.md'), 'untouched\n');
+  return { base, mem, outside };
+}
+
+/** Every path below `dir`, sorted. */
+export const listing = (dir: string): string[] =>
+  readdirSync(dir, { recursive: true, withFileTypes: false }).map(String).sort();
+
+export interface TenantPair {
+  /** `tenant-a`, holding `own.md`; the read boundary's one root. */
+  readonly mine: string;
+  /** `tenant-b`, holding `secret.md` (`THEIRS`). */
+  readonly theirs: string;
+  readonly boundary: ReadBoundary;
+}
+
+/** Two tenants' directories for a test file (made before its tests, removed after them), and `mine`'s boundary. */
+export function useTenantPair(): TenantPair {
+  let base: string | undefined;
+  const pair = {} as { mine: string; theirs: string; boundary: ReadBoundary };
+  beforeAll(async () => {
+    base = await realpath(await mkdtemp(join(tmpdir(), 'read-boundary-')));
+    pair.mine = join(base, 'tenant-a');
+    pair.theirs = join(base, 'tenant-b');
+    await mkdir(pair.mine);
+    await mkdir(pair.theirs);
+    await writeFile(join(pair.mine, 'own.md'), 'mine\n');
+    await writeFile(join(pair.theirs, 'secret.md'), 'THEIRS\n');
+    pair.boundary = await rootsBoundary([pair.mine]);
+  });
+  afterAll(async () => {
+    if (base) await rm(base, { recursive: true, force: true });
+  });
+  return pair;
 }
 
 export function clientFor(server: ModelServer, maxRetries = 2): ModelClient {

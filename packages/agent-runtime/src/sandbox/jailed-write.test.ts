@@ -1,33 +1,11 @@
-import {
-  linkSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  statSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { linkSync, readFileSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { makeTempDir } from '../fixtures.test-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { jailLayout, listing, useTempDirs } from '../fixtures.test-helpers.js';
 import { type JailedWriteError, writeFileJailed } from './jailed-write.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) await c();
-});
-async function layout() {
-  const t = await makeTempDir();
-  cleanups.push(t.cleanup);
-  const mem = join(t.dir, 'mem');
-  const outside = join(t.dir, 'outside');
-  mkdirSync(mem);
-  mkdirSync(outside);
-  writeFileSync(join(outside, 'target.md'), 'untouched\n');
-  return { base: t.dir, mem, outside };
-}
-const listing = (dir: string) =>
-  readdirSync(dir, { recursive: true, withFileTypes: false }).map(String).sort();
+const { tempDir } = useTempDirs();
+const layout = async () => jailLayout(await tempDir());
 
 describe('writeFileJailed', () => {
   it('writes atomically below the root, creating directories, keeping an existing mode', async () => {

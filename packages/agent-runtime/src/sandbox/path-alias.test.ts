@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { makeTempDir } from '../fixtures.test-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { useTempDirs } from '../fixtures.test-helpers.js';
 import { bashTool } from '../tools/bash.js';
 import { editTool } from '../tools/edit.js';
 import { globTool } from '../tools/glob.js';
@@ -17,18 +17,14 @@ import { gatedPolicy, type PreparedBoundary, prepareUnattended } from './unatten
 // the live directory to the copy before it opens or judges anything, judges what it opened, and shows the live
 // path; Bash sees the copy mounted at the live path.
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) await c();
-});
+const { tempDir } = useTempDirs();
 
 /** A live memory directory, its staged copy, and another tenant's file a link in the copy points at. */
 async function staged() {
-  const t = await makeTempDir();
-  cleanups.push(t.cleanup);
-  const live = join(t.dir, 'home', 'memory');
+  const dir = await tempDir();
+  const live = join(dir, 'home', 'memory');
   const copy = join(live, '.staging', 'job-1');
-  const outside = join(t.dir, 'rival');
+  const outside = join(dir, 'rival');
   mkdirSync(copy, { recursive: true });
   mkdirSync(outside);
   writeFileSync(join(live, 'a.md'), 'LIVE-A\n');
@@ -41,11 +37,11 @@ async function staged() {
     kind: 'unattended',
     jail: { root: copy, bash },
     // A tenant's job: its own area (which holds the live directory and the copy), not the rival's.
-    read: { kind: 'roots', roots: [join(t.dir, 'home')] },
-    world: [join(t.dir, 'home')],
+    read: { kind: 'roots', roots: [join(dir, 'home')] },
+    world: [join(dir, 'home')],
     ...(alias ? { alias: { visible: live, actual: copy } } : {}),
   });
-  return { base: t.dir, live, copy, outside, boundary };
+  return { base: dir, live, copy, outside, boundary };
 }
 
 const ctxIn = (prepared: PreparedBoundary, cwd: string): ToolContext => ({

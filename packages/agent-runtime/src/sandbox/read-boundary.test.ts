@@ -1,41 +1,16 @@
 import { execFileSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readBoundedContext } from '../fixtures.test-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { readBoundedContext, useTenantPair } from '../fixtures.test-helpers.js';
 import { readTool } from '../tools/read.js';
 import { type ToolContext, ToolError } from '../tools/tool.js';
 import { writeTool } from '../tools/write.js';
-import {
-  insideBoundary,
-  type ReadBoundary,
-  ReadBoundaryError,
-  readFileBounded,
-  rootsBoundary,
-} from './read-boundary.js';
+import { insideBoundary, type ReadBoundary, ReadBoundaryError, readFileBounded } from './read-boundary.js';
 
-let base: string;
-let mine: string;
-let theirs: string;
-let boundary: ReadBoundary;
+const tenants = useTenantPair();
 
-beforeAll(async () => {
-  base = await fs.realpath(await fs.mkdtemp(join(tmpdir(), 'read-boundary-')));
-  mine = join(base, 'tenant-a');
-  theirs = join(base, 'tenant-b');
-  await fs.mkdir(mine);
-  await fs.mkdir(theirs);
-  await fs.writeFile(join(mine, 'own.md'), 'mine\n');
-  await fs.writeFile(join(theirs, 'secret.md'), 'THEIRS\n');
-  boundary = await rootsBoundary([mine]);
-});
-
-afterAll(async () => {
-  await fs.rm(base, { recursive: true, force: true });
-});
-
-const ctxFor = (readBoundary?: ReadBoundary): ToolContext => readBoundedContext(mine, readBoundary);
+const ctxFor = (readBoundary?: ReadBoundary): ToolContext => readBoundedContext(tenants.mine, readBoundary);
 
 async function codeOf(p: Promise<unknown>): Promise<string> {
   try {
@@ -49,17 +24,25 @@ async function codeOf(p: Promise<unknown>): Promise<string> {
 
 describe('readFileBounded', () => {
   it("reads the tenant's own file and refuses another tenant's, directly or through a link", async () => {
-    expect((await readFileBounded(boundary, join(mine, 'own.md'), 1024)).data.toString()).toBe('mine\n');
-    expect(await codeOf(readFileBounded(boundary, join(theirs, 'secret.md'), 1024))).toBe('OUTSIDE_BOUNDARY');
-    await fs.symlink(join(theirs, 'secret.md'), join(mine, 'link.md'));
-    await fs.symlink(theirs, join(mine, 'dirlink'));
-    expect(await codeOf(readFileBounded(boundary, join(mine, 'link.md'), 1024))).toBe('OUTSIDE_BOUNDARY');
-    expect(await codeOf(readFileBounded(boundary, join(mine, 'dirlink', 'secret.md'), 1024))).toBe(
+    expect(
+      (await readFileBounded(tenants.boundary, join(tenants.mine, 'own.md'), 1024)).data.toString(),
+    ).toBe('mine\n');
+    expect(await codeOf(readFileBounded(tenants.boundary, join(tenants.theirs, 'secret.md'), 1024))).toBe(
       'OUTSIDE_BOUNDARY',
     );
+    await fs.symlink(join(tenants.theirs, 'secret.md'), join(tenants.mine, 'link.md'));
+    await fs.symlink(tenants.theirs, join(tenants.mine, 'dirlink'));
+    expect(await codeOf(readFileBounded(tenants.boundary, join(tenants.mine, 'link.md'), 1024))).toBe(
+      'OUTSIDE_BOUNDARY',
+    );
+    expect(
+      await codeOf(readFileBounded(tenants.boundary, join(tenants.mine, 'dirlink', 'secret.md'), 1024)),
+    ).toBe('OUTSIDE_BOUNDARY');
     // A link that stays inside is fine: the inode is judged, not the name.
-    await fs.symlink(join(mine, 'own.md'), join(mine, 'inner.md'));
-    expect((await readFileBounded(boundary, join(mine, 'inner.md'), 1024)).data.toString()).toBe('mine\n');
+    await fs.symlink(join(tenants.mine, 'own.md'), join(tenants.mine, 'inner.md'));
+    expect(
+      (await readFileBounded(tenants.boundary, join(tenants.mine, 'inner.md'), 1024)).data.toString(),
+    ).toBe('mine\n');
   });
 
   it('caps on the bytes read, not on stat.size (a /proc file reports size 0)', async () => {
@@ -73,20 +56,20 @@ describe('readFileBounded', () => {
     expect(await codeOf(readFileBounded(undefined, '/dev/zero', 1024))).toBe('NOT_REGULAR');
     const fifos = await Promise.all(
       Array.from({ length: 8 }, async (_, i) => {
-        const path = join(mine, `pipe-${i}`);
+        const path = join(tenants.mine, `pipe-${i}`);
         execFileSync('mkfifo', [path]);
         return path;
       }),
     );
     // Eight FIFOs (more than the libuv pool's four threads) then a normal read: all answer promptly.
     const results = await Promise.all([
-      ...fifos.map((f) => codeOf(readFileBounded(boundary, f, 1024))),
-      codeOf(readFileBounded(boundary, join(mine, 'own.md'), 1024)),
+      ...fifos.map((f) => codeOf(readFileBounded(tenants.boundary, f, 1024))),
+      codeOf(readFileBounded(tenants.boundary, join(tenants.mine, 'own.md'), 1024)),
     ]);
     expect(results).toEqual([...fifos.map(() => 'NOT_REGULAR'), 'ok']);
   });
 
-  it('local boundary: anything but /proc, /sys, /dev and other homes', () => {
+  it('local tenants.boundary: anything but /proc, /sys, /dev and other homes', () => {
     const local: ReadBoundary = { kind: 'local', ownHome: '/home/me' };
     expect(insideBoundary(local, '/tmp/x')).toBe(true);
     expect(insideBoundary(local, '/home/me/notes.md')).toBe(true);
@@ -100,12 +83,12 @@ describe('readFileBounded', () => {
 
 describe('Read and Write with a read boundary', () => {
   it('Read: own file works, another tenant and /proc/self/environ are refused', async () => {
-    const own = await readTool.call({ file_path: join(mine, 'own.md') }, ctxFor(boundary));
+    const own = await readTool.call({ file_path: join(tenants.mine, 'own.md') }, ctxFor(tenants.boundary));
     expect(own.content).toContain('mine');
-    expect(await codeOf(readTool.call({ file_path: join(theirs, 'secret.md') }, ctxFor(boundary)))).toBe(
-      'OUTSIDE_BOUNDARY',
-    );
-    expect(await codeOf(readTool.call({ file_path: '/proc/self/environ' }, ctxFor(boundary)))).toBe(
+    expect(
+      await codeOf(readTool.call({ file_path: join(tenants.theirs, 'secret.md') }, ctxFor(tenants.boundary))),
+    ).toBe('OUTSIDE_BOUNDARY');
+    expect(await codeOf(readTool.call({ file_path: '/proc/self/environ' }, ctxFor(tenants.boundary)))).toBe(
       'OUTSIDE_BOUNDARY',
     );
     expect(await codeOf(readTool.call({ file_path: '/proc/self/environ' }, ctxFor({ kind: 'local' })))).toBe(
@@ -114,9 +97,9 @@ describe('Read and Write with a read boundary', () => {
   });
 
   it("Write's read-before-write of a FIFO fails fast instead of blocking", async () => {
-    const fifo = join(mine, 'write-pipe');
+    const fifo = join(tenants.mine, 'write-pipe');
     execFileSync('mkfifo', [fifo]);
-    expect(await codeOf(writeTool.call({ file_path: fifo, content: 'x' }, ctxFor(boundary)))).toBe(
+    expect(await codeOf(writeTool.call({ file_path: fifo, content: 'x' }, ctxFor(tenants.boundary)))).toBe(
       'NOT_REGULAR',
     );
   });

@@ -1,5 +1,5 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { makeTempDir, sandboxContext } from '../fixtures.test-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { sandboxContext, useTempDirs } from '../fixtures.test-helpers.js';
 import { bashTool } from '../tools/bash.js';
 import { createToolSandbox } from './unattended.js';
 
@@ -7,15 +7,7 @@ import { createToolSandbox } from './unattended.js';
 // bomb, a CPU hog, a file and an allocation over the limit (an end-to-end suite: `END_TO_END_SUITES`, soak). How
 // the limits are set is unit-tested in sandbox.test.ts.
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) await c();
-});
-async function tempDir() {
-  const t = await makeTempDir();
-  cleanups.push(t.cleanup);
-  return t.dir;
-}
+const { tempDir } = useTempDirs();
 
 describe('limits on sandboxed commands', () => {
   const limits = { maxProcesses: 64, memoryMb: 256, cpuSeconds: 2, fileMb: 1 };

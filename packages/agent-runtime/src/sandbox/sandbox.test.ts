@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { localForkBoundary, makeTempDir, sandboxContext } from '../fixtures.test-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { localForkBoundary, sandboxContext, useTempDirs } from '../fixtures.test-helpers.js';
 import { bashTool } from '../tools/bash.js';
 import { allowAll, ReadFileState } from '../tools/tool.js';
 import { DEFAULT_PATH, SANDBOX_HOME, sandboxEnvironment, sanitizePath } from './environment.js';
@@ -24,15 +24,7 @@ import {
   SANDBOX_UNAVAILABLE_REASON,
 } from './unattended.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) await c();
-});
-async function tempDir() {
-  const t = await makeTempDir();
-  cleanups.push(t.cleanup);
-  return t.dir;
-}
+const { tempDir, onCleanup } = useTempDirs();
 
 describe('the sandbox probe', () => {
   it('finds bubblewrap here and reports the mode', async () => {
@@ -367,7 +359,7 @@ describe("Bash sees only its world: the system, the job's directories, nothing o
   it("cannot cat, grep -r or find the operator's files, ENGRAM_HOME's secrets or another tenant; its own succeed", async () => {
     const host = await sharedHost();
     process.env.ENGRAM_TEST_WORKER_SECRET = 'WORKER-ENV-SECRET';
-    cleanups.push(async () => void delete process.env.ENGRAM_TEST_WORKER_SECRET);
+    onCleanup(async () => void delete process.env.ENGRAM_TEST_WORKER_SECRET);
     // A tenant's memory fork: writes (Write/Edit) below its memory dir; Bash reads its workspace and its area.
     const sandbox = await createToolSandbox(
       { root: host.acmeMem, bash: 'read-only' },

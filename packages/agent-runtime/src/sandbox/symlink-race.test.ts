@@ -1,40 +1,30 @@
-import { promises as fs, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startRaceLoop } from '@engram/testkit/race-loop';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { makeTempDir, readBoundedContext, sandboxContext } from '../fixtures.test-helpers.js';
+import { describe, expect, it } from 'vitest';
+import {
+  jailLayout,
+  listing,
+  readBoundedContext,
+  sandboxContext,
+  useTempDirs,
+  useTenantPair,
+} from '../fixtures.test-helpers.js';
 import { readTool } from '../tools/read.js';
 import { ToolError } from '../tools/tool.js';
 import { writeTool } from '../tools/write.js';
-import { type ReadBoundary, rootsBoundary } from './read-boundary.js';
+import type { ReadBoundary } from './read-boundary.js';
 import { createToolSandbox } from './unattended.js';
 
 // The write jail and the read boundary against another process that flips a symlink between inside and outside
 // as fast as it can, hundreds of times over (an end-to-end suite: `END_TO_END_SUITES`, soak). The checks these
 // races repeat are unit-tested one case at a time in jailed-write.test.ts and read-boundary.test.ts.
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) await c();
-});
-const listing = (dir: string) =>
-  readdirSync(dir, { recursive: true, withFileTypes: false }).map(String).sort();
+const { tempDir } = useTempDirs();
 
 describe('writeFileJailed', () => {
-  async function layout() {
-    const t = await makeTempDir();
-    cleanups.push(t.cleanup);
-    const mem = join(t.dir, 'mem');
-    const outside = join(t.dir, 'outside');
-    mkdirSync(mem);
-    mkdirSync(outside);
-    writeFileSync(join(outside, 'target.md'), 'untouched\n');
-    return { base: t.dir, mem, outside };
-  }
-
   it('lands nothing outside while a symlink is flipped in a loop during 400 writes through the Write tool', async () => {
-    const { mem, outside } = await layout();
+    const { mem, outside } = jailLayout(await tempDir());
     const sandbox = await createToolSandbox({ root: mem, bash: 'read-only' });
     const ctx = sandboxContext(sandbox, mem);
     // Another process swaps mem/sub between a real directory and a link to outside/, and mem/f.md between
@@ -68,32 +58,14 @@ describe('writeFileJailed', () => {
 });
 
 describe('Read with a read boundary', () => {
-  let base: string;
-  let mine: string;
-  let theirs: string;
-  let boundary: ReadBoundary;
+  const tenants = useTenantPair();
 
-  beforeAll(async () => {
-    base = await fs.realpath(await fs.mkdtemp(join(tmpdir(), 'read-boundary-')));
-    mine = join(base, 'tenant-a');
-    theirs = join(base, 'tenant-b');
-    await fs.mkdir(mine);
-    await fs.mkdir(theirs);
-    await fs.writeFile(join(mine, 'own.md'), 'mine\n');
-    await fs.writeFile(join(theirs, 'secret.md'), 'THEIRS\n');
-    boundary = await rootsBoundary([mine]);
-  });
-
-  afterAll(async () => {
-    await fs.rm(base, { recursive: true, force: true });
-  });
-
-  const ctxFor = (readBoundary?: ReadBoundary) => readBoundedContext(mine, readBoundary);
+  const ctxFor = (readBoundary?: ReadBoundary) => readBoundedContext(tenants.mine, readBoundary);
 
   it('a symlink flipped between inside and another tenant while Read runs: 0 escapes in 1,000 reads', async () => {
-    const target = join(mine, 'flip.md');
-    const inside = join(mine, 'own.md');
-    const outside = join(theirs, 'secret.md');
+    const target = join(tenants.mine, 'flip.md');
+    const inside = join(tenants.mine, 'own.md');
+    const outside = join(tenants.theirs, 'secret.md');
     // The flipper is another process: it swaps the link's target as fast as it can (rename is atomic).
     const flipper = startRaceLoop(
       `while :; do ln -sfn "${inside}" "${target}.i" && mv -fT "${target}.i" "${target}"; ln -sfn "${outside}" "${target}.o" && mv -fT "${target}.o" "${target}"; done`,
@@ -105,7 +77,7 @@ describe('Read with a read boundary', () => {
       let refused = 0;
       for (let i = 0; i < 1000; i++) {
         try {
-          const out = await readTool.call({ file_path: target }, ctxFor(boundary));
+          const out = await readTool.call({ file_path: target }, ctxFor(tenants.boundary));
           if (String(out.content).includes('THEIRS')) escapes++;
           else ok++;
         } catch (e) {
