@@ -1,6 +1,6 @@
 # Multi-stage build of the whole workspace: `build` compiles every package, `runtime` keeps production
 # dependencies and compiled output only.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 ENV TURBO_TELEMETRY_DISABLED=1
 WORKDIR /app
 COPY package.json package-lock.json turbo.json tsconfig.base.json ./
@@ -10,7 +10,7 @@ COPY bench/package.json ./bench/package.json
 RUN npm ci --no-audit --no-fund
 RUN npx turbo run build
 
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production TURBO_TELEMETRY_DISABLED=1 ENGRAM_HOME=/data/engram
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -34,8 +34,17 @@ describe('docker-compose.yml', () => {
       expect(env(name).REDIS_URL).toBe('redis://redis:6379');
     }
     const dockerfile = readFileSync(`${root}Dockerfile`, 'utf8');
-    expect(dockerfile).toMatch(/FROM node:20[^\n]* AS build/);
-    expect(dockerfile).toMatch(/FROM node:20[^\n]* AS runtime/);
+    expect(dockerfile).toMatch(/FROM node:\d+[^\n]* AS build/);
+    expect(dockerfile).toMatch(/FROM node:\d+[^\n]* AS runtime/);
+  });
+
+  it('builds the image on the Node major that CI tests', () => {
+    const ci = readFileSync(`${root}.ci/run`, 'utf8');
+    const tested = /^NODE_CI_VERSION=(\d+)\./m.exec(ci)?.[1];
+    expect(tested).toBeDefined();
+    const dockerfile = readFileSync(`${root}Dockerfile`, 'utf8');
+    const stages = [...dockerfile.matchAll(/^FROM node:(\d+)-/gm)].map((m) => m[1]);
+    expect(stages).toEqual([tested, tested]);
   });
 
   it('mounts one named volume at ENGRAM_HOME in both agent and workers', () => {
