@@ -13,6 +13,7 @@
 // cores is mostly waiting for a CPU, so the serving child's own CPU time is measured too (process.cpuUsage over
 // the IPC channel, per batch and for the whole run): it holds everything telemetry adds — span work on the
 // turn's path and the exporter's serialisation and HTTP on its 5 s schedule — and little of the machine's load.
+// The Node version decides much of the result (docs/telemetry.md "Cost"); the first line of the output names it.
 // Run: npm run bench:telemetry -w @engram/bench   (BENCH_ROUNDS, BENCH_TURNS, BENCH_OTEL_PROTOCOL; and
 // BENCH_OFF_ASYNC_CONTEXT=1 to give the off side an AsyncLocalStorage too, which splits the cost into Node's
 // async context tracking and the rest)
@@ -243,7 +244,7 @@ async function main(): Promise<void> {
   const [q1, q3] = [percentile(ratios, 25), percentile(ratios, 75)];
   const spans = receiver.spans().length;
   console.log(
-    `served turns: ${off.length} off, ${on.length} on, in ${ROUNDS} interleaved rounds of ${TURNS_PER_BATCH}; ${PROTOCOL}; trace export requests: ${receiver.requests().get('/v1/traces') ?? 0}${spans ? `, ${spans} spans (JSON)` : ''}`,
+    `served turns: ${off.length} off, ${on.length} on, in ${ROUNDS} interleaved rounds of ${TURNS_PER_BATCH}; Node ${process.versions.node}; ${PROTOCOL}; trace export requests: ${receiver.requests().get('/v1/traces') ?? 0}${spans ? `, ${spans} spans (JSON)` : ''}`,
   );
   console.log(
     `pooled p50 off ${p50Off.toFixed(2)} ms, on ${p50On.toFixed(2)} ms → ratio ${pooled.toFixed(3)}`,
