@@ -28,6 +28,29 @@ export interface CheckLine {
   fix?: string;
 }
 
+/** The Node majors still in their maintenance window, with the day each one's support ends (nodejs.org). */
+const NODE_END_OF_LIFE: Record<number, string> = { 20: '2026-04-30', 22: '2027-04-30', 24: '2028-04-30' };
+/** The Node major the image and CI run (Dockerfile, .ci/run). */
+export const RUNTIME_NODE_MAJOR = 24;
+
+/**
+ * The Node running this: ok on any version `engines` admits, with a note on one past its end of life or older
+ * than the one the image and CI run (on Node 20 telemetry also costs about twice as much per served turn).
+ */
+export function checkNode(version: string, today: string = new Date().toISOString().slice(0, 10)): CheckLine {
+  const major = Number(/^v?(\d+)\./.exec(version)?.[1]);
+  const endOfLife = NODE_END_OF_LIFE[major];
+  if (major >= RUNTIME_NODE_MAJOR) return { ok: true, name: 'node', detail: version };
+  const past = endOfLife !== undefined && endOfLife < today;
+  return {
+    ok: true,
+    name: 'node',
+    detail: `${version} (${past ? `end-of-life since ${endOfLife}; ` : ''}the image and CI run Node ${RUNTIME_NODE_MAJOR}${
+      major < 22 ? ', where telemetry costs about half as much per served turn' : ''
+    })`,
+  };
+}
+
 async function checkModel(config: AgentConfig): Promise<CheckLine> {
   const name = 'model';
   if (!config.anthropic.apiKey && !config.anthropic.baseURL) {
@@ -143,6 +166,7 @@ export async function runDoctorChecks(config: AgentConfig, opts: DoctorOptions =
   lines.push(await checkHome(config));
   lines.push(await checkModel(config));
   lines.push(await checkSandbox());
+  lines.push(checkNode(process.version));
   // Whether this environment exports telemetry, and where: what `engram serve`/`workers` would do with it.
   lines.push({
     ok: true,
