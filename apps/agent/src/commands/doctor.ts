@@ -28,7 +28,7 @@ export interface CheckLine {
   fix?: string;
 }
 
-/** The Node majors still in their maintenance window, with the day each one's support ends (nodejs.org). */
+/** The day support ends for each Node major Engram admits (Node.js release schedule). */
 const NODE_END_OF_LIFE: Record<number, string> = { 20: '2026-04-30', 22: '2027-04-30', 24: '2028-04-30' };
 /** The Node major the image and CI run (Dockerfile, .ci/run). */
 export const RUNTIME_NODE_MAJOR = 24;
