@@ -216,7 +216,10 @@ function createRedisEngine(
         }),
         client,
       );
-      ordered.set(queue as unknown as Queue, new RedisStateStore(client, namespace, {}, { borrowed: true }));
+      ordered.set(
+        queue as unknown as Queue,
+        new RedisStateStore(client, namespace, {}, { borrowed: true, writeWithNext: true }),
+      );
       return queue;
     },
     orderedState: (queue) => ordered.get(queue),

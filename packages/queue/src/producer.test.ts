@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { Closer } from '@engram/testkit/bullmq-helpers';
 import { waitUntil } from '@engram/testkit/wait';
 import { quoteSchemaName } from 'bullmq';
@@ -10,6 +11,7 @@ import type { ExtractPayload, ExtractResult } from './jobs/extract.js';
 import type { RecallPayload, RecallResult } from './jobs/recall.js';
 import { postgresSchemaFor } from './postgres-backend.js';
 import { JobProducer } from './producer.js';
+import { RedisStateStore } from './state/redis-state-store.js';
 import { SessionState } from './state/session-state.js';
 import { createJobWorker } from './worker.js';
 
@@ -113,6 +115,61 @@ describe('redis backend: one connection', () => {
     expect(await jobs.queue('extract').getJobCounts('wait')).toEqual({ wait: 3 });
     const state = new SessionState(producer.state, { transcriptDir: '-repo', sessionId: 'sess-1' });
     expect(await state.latestExtractRequest()).toEqual({ leafUuid: 'leaf-3', leafSeq: 3 });
+  });
+});
+
+describe('redis backend: one write', () => {
+  const backend = TEST_BACKENDS.find(([kind]) => kind === 'redis')![1];
+
+  /** Counts the writes the socket hands to the kernel while `run` runs (a corked batch is one `_writev`). */
+  async function socketWrites(socket: Socket, run: () => Promise<unknown>): Promise<number> {
+    const writable = socket as unknown as Record<'_write' | '_writev', (...args: unknown[]) => unknown>;
+    const original = { _write: writable._write, _writev: writable._writev };
+    let writes = 0;
+    for (const name of ['_write', '_writev'] as const) {
+      writable[name] = function (this: unknown, ...args: unknown[]) {
+        writes++;
+        return original[name].apply(this, args);
+      };
+    }
+    try {
+      await run();
+    } finally {
+      Object.assign(writable, original);
+    }
+    return writes;
+  }
+
+  it('sends the newest-request record and the add in one write', async () => {
+    const { producer } = await testEngines(backend, closer);
+    const jobs = closer.add(new JobProducer(producer));
+    await jobs.enqueue('extract', payload(1, 'warm'));
+    const queue = jobs.queue('extract');
+    const client = (await queue.backend.client) as unknown as Redis;
+    // Positive control: the same record and add issued through a store that does not hold its writes leave in
+    // two writes, so the count below can tell one from two.
+    const plain = new RedisStateStore(client, 'control', {}, { borrowed: true });
+    const unheld = await socketWrites(client.stream, () =>
+      Promise.all([
+        plain.setIfNewer('control:extract-requested', 1, { leafSeq: 1 }),
+        queue.add('extract', payload(2, 'control')),
+      ]),
+    );
+    expect(unheld).toBe(2);
+    expect(await socketWrites(client.stream, () => jobs.enqueue('extract', payload(2, 'one-write')))).toBe(1);
+    const state = new SessionState(producer.state, { transcriptDir: '-repo', sessionId: 'one-write' });
+    expect(await state.latestExtractRequest()).toEqual({ leafUuid: 'leaf-2', leafSeq: 2 });
+  });
+
+  it('still sends what it holds when no add follows', async () => {
+    const { producer } = await testEngines(backend, closer);
+    const jobs = closer.add(new JobProducer(producer));
+    await jobs.enqueue('extract', payload(1, 'warm'));
+    const ordered = producer.orderedState(jobs.queue('extract'))!;
+    const state = new SessionState(ordered, { transcriptDir: '-repo', sessionId: 'alone' });
+    await state.noteExtractRequested({ leafUuid: 'leaf-7', leafSeq: 7 });
+    const seen = new SessionState(producer.state, { transcriptDir: '-repo', sessionId: 'alone' });
+    expect(await seen.latestExtractRequest()).toEqual({ leafUuid: 'leaf-7', leafSeq: 7 });
   });
 });
 

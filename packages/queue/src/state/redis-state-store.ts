@@ -127,6 +127,22 @@ export function isRedisUnavailableError(error: unknown): boolean {
   );
 }
 
+/**
+ * Runs `issue` with the connection's socket corked and uncorks it in the check phase: what `issue` and the
+ * caller's following synchronous and microtask work write goes out as one `writev`. Only on a single-node
+ * connection that is ready (a Cluster's commands go to several sockets; an offline one queues them instead).
+ */
+function heldUntilCheck<T>(redis: Redis | Cluster, issue: () => T): T {
+  const stream = redis instanceof Redis && redis.status === 'ready' ? redis.stream : undefined;
+  if (!stream?.writable) return issue();
+  stream.cork();
+  try {
+    return issue();
+  } finally {
+    setImmediate(() => stream.uncork());
+  }
+}
+
 export class RedisStateStore implements StateStore {
   readonly engine = 'redis' as const;
   private readonly redis: Redis | Cluster;
@@ -134,13 +150,16 @@ export class RedisStateStore implements StateStore {
   /**
    * `namespace` isolates keys (the same prefix the queues use); `options` carry the connection profile. Given
    * an existing client instead of a URL, the store shares it and closes it in `close` — unless `borrowed`
-   * (a queue's connection, which its queue closes).
+   * (a queue's connection, which its queue closes). With `writeWithNext`, each call's command is held in the
+   * connection's socket until the event loop's check phase, so a command the caller issues on the same
+   * connection right after it (an enqueue's add after its bookkeeping, JobProducer.enqueue) leaves in the same
+   * write: Redis reads both at once and answers both in one reply, instead of two of each (bench/enqueue.ts).
    */
   constructor(
     urlOrClient: string | Redis | Cluster,
     private readonly namespace: string,
     options: RedisOptions = {},
-    private readonly ownership: { borrowed?: boolean } = {},
+    private readonly ownership: { borrowed?: boolean; writeWithNext?: boolean } = {},
   ) {
     this.redis =
       typeof urlOrClient === 'string'
@@ -158,7 +177,9 @@ export class RedisStateStore implements StateStore {
       if (name === 'constructor' || typeof method !== 'function') continue;
       const bound = method.bind(this);
       self[name] = (...args: unknown[]) => {
-        const result = bound(...args);
+        const result = this.ownership.writeWithNext
+          ? heldUntilCheck(this.redis, () => bound(...args))
+          : bound(...args);
         if (!(result instanceof Promise)) return result;
         return result.catch((error: unknown) => {
           if (isRedisUnavailableError(error)) throw new StateStoreUnavailableError((error as Error).message);
