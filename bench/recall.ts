@@ -217,42 +217,9 @@ async function main(): Promise<void> {
   const floorQueue = producerEngine.createQueue('bench-floor', {
     defaultJobOptions: jobOptionsFor(recallQueueConfig),
   });
-  // The same request body the selector sends (prompt, manifest, structured output), minus the SDK.
+  // The request the selector sends (prompt, manifest, structured output): as the SDK gets it, and as the body a
+  // plain `fetch` posts.
   const { headers } = await scanMemoryDir(paths.memoryDir);
-  const floorBody = JSON.stringify({
-    model: config.smallModel,
-    max_tokens: SELECTOR_MAX_TOKENS,
-    system: [{ type: 'text', text: MEMORY_SELECTION_SYSTEM_PROMPT }],
-    messages: [
-      {
-        role: 'user',
-        content: buildSelectionUserMessage({
-          query: QUERY,
-          manifest: formatMemoryManifest(headers),
-          recentTools: RECENT_TOOLS,
-        }),
-      },
-    ],
-    output_config: { format: { type: 'json_schema', schema: SELECTION_OUTPUT_JSON_SCHEMA } },
-  });
-  const floorWorker = service.engine.createWorker(
-    'bench-floor',
-    timed(async () => {
-      const response = await fetch(`${server.url}/v1/messages`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'x-api-key': 'bench',
-          'anthropic-version': '2023-06-01',
-        },
-        body: floorBody,
-      });
-      return { status: response.status, body: await response.json() };
-    }),
-    { concurrency: recallQueueConfig.concurrency },
-  );
-  // io and sdk: the floor's call (a plain fetch, or the SDK through the recall handler's selector function)
-  // between the scan and the reads a recall makes, returning what a recall returns.
   const selectorRequest: SelectorRequest = {
     system: MEMORY_SELECTION_SYSTEM_PROMPT,
     user: buildSelectionUserMessage({
@@ -264,6 +231,33 @@ async function main(): Promise<void> {
     maxTokens: SELECTOR_MAX_TOKENS,
     signal: new AbortController().signal,
   };
+  const floorBody = JSON.stringify({
+    model: config.smallModel,
+    max_tokens: SELECTOR_MAX_TOKENS,
+    system: [{ type: 'text', text: MEMORY_SELECTION_SYSTEM_PROMPT }],
+    messages: [{ role: 'user', content: selectorRequest.user }],
+    output_config: { format: { type: 'json_schema', schema: SELECTION_OUTPUT_JSON_SCHEMA } },
+  });
+  const plainCall = () =>
+    fetch(`${server.url}/v1/messages`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-api-key': 'bench',
+        'anthropic-version': '2023-06-01',
+      },
+      body: floorBody,
+    });
+  const floorWorker = service.engine.createWorker(
+    'bench-floor',
+    timed(async () => {
+      const response = await plainCall();
+      return { status: response.status, body: await response.json() };
+    }),
+    { concurrency: recallQueueConfig.concurrency },
+  );
+  // io and sdk: the floor's call (a plain fetch, or the SDK through the recall handler's selector function)
+  // between the scan and the reads a recall makes, returning what a recall returns.
   const sdkSelector = modelSelector(createRecallModelClient(config), config.smallModel);
   const ioProcessor = (call: () => Promise<unknown>) =>
     timed(async () => {
@@ -278,15 +272,7 @@ async function main(): Promise<void> {
   const ioWorker = service.engine.createWorker(
     'bench-io',
     ioProcessor(async () => {
-      const response = await fetch(`${server.url}/v1/messages`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'x-api-key': 'bench',
-          'anthropic-version': '2023-06-01',
-        },
-        body: floorBody,
-      });
+      const response = await plainCall();
       return response.status === 200 ? await response.json() : undefined;
     }),
     { concurrency: recallQueueConfig.concurrency },
