@@ -33,7 +33,16 @@ export interface MemoryQueueConfig {
   namespace: string;
   enqueueTimeoutMs: number;
   cleanupPeriodDays: number;
+  /** Sessions whose record this process remembers writing (default RECORDED_SESSIONS_MAX). */
+  recordedSessionsMax?: number;
 }
+
+/**
+ * How many sessions a process remembers having written the record of; past it the least recently active is
+ * forgotten, so a replica that serves sessions for months holds a bounded map. A forgotten session that takes
+ * another turn writes its record again (the same bytes, atomically, off the turn's path).
+ */
+export const RECORDED_SESSIONS_MAX = 10_000;
 
 /** No queue engine is configured for this home (thrown by state calls; durable work waits in the outbox). */
 export class QueueNotConfiguredError extends EngramError {
@@ -232,15 +241,23 @@ export class MemoryQueue {
   private recordSession(ref: SessionRef): Promise<void> {
     const dir = ref.paths.sessionDir(ref.sessionId);
     const running = this.recorded.get(dir);
-    if (running) return running;
+    if (running) {
+      // Most recently active last: a session that keeps taking turns is never the one forgotten.
+      this.recorded.delete(dir);
+      this.recorded.set(dir, running);
+      return running;
+    }
     const { projectDir, transcriptDir } = this.projectRef(ref);
-    const write = (async () => {
+    // Declared first: a failed write forgets itself only if it is still the session's entry.
+    let write: Promise<void> | undefined;
+    write = (async () => {
       // Started from the next turn of the event loop: the turn whose end asked for it has answered by then.
       await new Promise((resolve) => setImmediate(resolve));
       try {
         await writeSessionRecord(dir, { version: 1, sessionId: ref.sessionId, projectDir, transcriptDir });
       } catch {
-        this.recorded.delete(dir);
+        // Tried again at the session's next turn (unless a newer write for it already took this one's place).
+        if (this.recorded.get(dir) === write) this.recorded.delete(dir);
       }
       if ((await readOutbox(dir).catch(() => [])).length > 0) {
         this.pending.add(dir);
@@ -248,6 +265,9 @@ export class MemoryQueue {
       }
     })();
     this.recorded.set(dir, write);
+    if (this.recorded.size > (this.config.recordedSessionsMax ?? RECORDED_SESSIONS_MAX)) {
+      this.recorded.delete(this.recorded.keys().next().value as string);
+    }
     this.recording.add(write);
     void write.finally(() => this.recording.delete(write));
     return write;

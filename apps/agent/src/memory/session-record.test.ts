@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createAssistantEntry, createUserEntry } from '@engram/agent-runtime/transcript/entry';
@@ -19,7 +19,7 @@ import { loadAgentConfig } from '../config.js';
 // the queue is closed (a short-lived process never exits without it), and before any outbox that kept work
 // (the sweep reaches an outbox only through the record).
 
-function setup(redisUrl: string) {
+function setup(redisUrl: string, recordedSessionsMax?: number) {
   const dir = mkdtempSync(join(tmpdir(), 'engram-session-record-'));
   const engramHome = join(dir, 'home');
   const cwd = join(dir, 'repo');
@@ -33,7 +33,7 @@ function setup(redisUrl: string) {
     LOG_LEVEL: 'silent',
   });
   const paths = engramPathsFor({ engramHome, cwd, projectRoot: cwd });
-  const memory = new MemoryQueue(config);
+  const memory = new MemoryQueue({ ...config, ...(recordedSessionsMax ? { recordedSessionsMax } : {}) });
   const sessionId = 'session-record-1';
   const stamp = { sessionId, cwd, parentUuid: null };
   const user = createUserEntry(stamp, 'Look at src/a.ts');
@@ -48,7 +48,13 @@ function setup(redisUrl: string) {
     },
   );
   const ref: SessionRef = { sessionId, paths };
-  return { memory, ref, entries: [user, assistant], leaf: { leafUuid: assistant.uuid, leafSeq: 2 } };
+  return {
+    memory,
+    paths,
+    ref,
+    entries: [user, assistant],
+    leaf: { leafUuid: assistant.uuid, leafSeq: 2 },
+  };
 }
 
 describe('the session record, off the turn path', () => {
@@ -72,5 +78,30 @@ describe('the session record, off the turn path', () => {
     expect((await readOutbox(dir)).map((i) => i.kind)).toEqual(['extract']);
     await memory.close();
     expect(await readSessionRecord(dir)).toMatchObject({ sessionId: ref.sessionId });
+  });
+
+  it('a long-lived process remembers a bounded number of sessions; a forgotten one writes its record again', async () => {
+    const { memory, paths, entries, leaf } = setup(inject('redisUrl'), 2);
+    const remembered = () => (memory as unknown as { recorded: Map<string, unknown> }).recorded;
+    const turn = async (sessionId: string) => {
+      expect((await memory.afterTurn({ sessionId, paths }, entries, leaf)).status).toBe('queued');
+      await memory.sessionRecordsWritten();
+      return sessionRecordPath(paths.sessionDir(sessionId));
+    };
+    const a = await turn('bounded-a');
+    const b = await turn('bounded-b');
+    await turn('bounded-a'); // a is now the most recently active
+    const c = await turn('bounded-c'); // past the bound: b, the least recently active, is forgotten
+    expect(remembered().size).toBe(2);
+    for (const file of [a, b, c]) rmSync(file);
+    // A remembered session does not write its record again; a forgotten one does, at its next turn.
+    await turn('bounded-a');
+    await turn('bounded-c');
+    expect([existsSync(a), existsSync(c)]).toEqual([false, false]);
+    await turn('bounded-b');
+    expect(existsSync(b)).toBe(true);
+    expect(await readSessionRecord(paths.sessionDir('bounded-b'))).toMatchObject({ sessionId: 'bounded-b' });
+    expect(remembered().size).toBe(2);
+    await memory.close();
   });
 });
