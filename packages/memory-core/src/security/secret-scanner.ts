@@ -185,6 +185,25 @@ function keywordOccurrences(lower: string): Map<string, number[]> {
   return found;
 }
 
+/** For each keyword, the rules (indices into COMPILED, ascending) that list it. */
+const RULES_BY_KEYWORD = new Map<string, number[]>();
+COMPILED.forEach(({ rule }, index) => {
+  for (const keyword of new Set(rule.keywords)) {
+    const list = RULES_BY_KEYWORD.get(keyword) ?? [];
+    list.push(index);
+    RULES_BY_KEYWORD.set(keyword, list);
+  }
+});
+
+/** The rules with a keyword among `occurrences`, in rule order: only they can match (most texts have none). */
+function candidateRules(occurrences: Map<string, number[]>): CompiledRule[] {
+  if (occurrences.size === 0) return [];
+  const indices = new Set<number>();
+  for (const keyword of occurrences.keys())
+    for (const i of RULES_BY_KEYWORD.get(keyword) ?? []) indices.add(i);
+  return [...indices].sort((a, b) => a - b).map((i) => COMPILED[i] as CompiledRule);
+}
+
 function offsetsOf(rule: SecretRule, occurrences: Map<string, number[]>): number[] {
   const lists = rule.keywords.map((k) => occurrences.get(k)).filter((l): l is number[] => l !== undefined);
   if (lists.length === 1) return lists[0] as number[];
@@ -197,8 +216,7 @@ function* findings(text: string, stopAtFirstPerRule: boolean): Generator<[Secret
   const occurrences = keywordOccurrences(lower);
   // Keyword offsets index `text` only when lower-casing kept every offset (it can lengthen some letters).
   const offsetsValid = lower.length === text.length;
-  for (const { rule, anchored, regexes, sticky } of COMPILED) {
-    if (!rule.keywords.some((k) => occurrences.has(k))) continue;
+  for (const { rule, anchored, regexes, sticky } of candidateRules(occurrences)) {
     if (anchored && offsetsValid) {
       let end = 0;
       for (const at of offsetsOf(rule, occurrences)) {
