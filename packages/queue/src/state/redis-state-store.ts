@@ -131,10 +131,11 @@ export function isRedisUnavailableError(error: unknown): boolean {
  * Runs `issue` with the connection's socket corked and uncorks it in the check phase: what `issue` and the
  * caller's following synchronous and microtask work write goes out as one `writev`. Only on a single-node
  * connection that is ready (a Cluster's commands go to several sockets; an offline one queues them instead).
+ * A socket corked already (a call inside a call, or an earlier one this turn) flushes at that cork's uncork.
  */
 function heldUntilCheck<T>(redis: Redis | Cluster, issue: () => T): T {
   const stream = redis instanceof Redis && redis.status === 'ready' ? redis.stream : undefined;
-  if (!stream?.writable) return issue();
+  if (!stream?.writable || stream.writableCorked > 0) return issue();
   stream.cork();
   try {
     return issue();
