@@ -206,17 +206,6 @@ async function main(): Promise<void> {
   const ref: SessionRef = { sessionId: 'bench-session', paths };
   const producerEngine = createQueueEngine({ config: config.backend, profile: 'producer', namespace });
 
-  const noopQueue = producerEngine.createQueue('bench-noop', {
-    defaultJobOptions: jobOptionsFor(recallQueueConfig),
-  });
-  const noopWorker = service.engine.createWorker(
-    'bench-noop',
-    timed(async () => ({ ok: true })),
-    { concurrency: recallQueueConfig.concurrency },
-  );
-  const floorQueue = producerEngine.createQueue('bench-floor', {
-    defaultJobOptions: jobOptionsFor(recallQueueConfig),
-  });
   // The request the selector sends (prompt, manifest, structured output): as the SDK gets it, and as the body a
   // plain `fetch` posts.
   const { headers } = await scanMemoryDir(paths.memoryDir);
@@ -248,98 +237,77 @@ async function main(): Promise<void> {
       },
       body: floorBody,
     });
-  const floorWorker = service.engine.createWorker(
-    'bench-floor',
-    timed(async () => {
-      const response = await plainCall();
-      return { status: response.status, body: await response.json() };
-    }),
-    { concurrency: recallQueueConfig.concurrency },
-  );
-  // io and sdk: the floor's call (a plain fetch, or the SDK through the recall handler's selector function)
-  // between the scan and the reads a recall makes, returning what a recall returns.
-  const sdkSelector = modelSelector(createRecallModelClient(config), config.smallModel);
-  const ioProcessor = (call: () => Promise<unknown>) =>
-    timed(async () => {
-      const scan = await scanMemoryDir(paths.memoryDir);
-      const reply = await call();
-      const read = await readMemoriesForSurfacing({ memoryDir: paths.memoryDir, filenames: PICKS });
-      return { ok: reply !== undefined, scanned: scan.headers.length, attachments: read.memories };
-    });
-  const ioQueue = producerEngine.createQueue('bench-io', {
-    defaultJobOptions: jobOptionsFor(recallQueueConfig),
-  });
-  const ioWorker = service.engine.createWorker(
-    'bench-io',
-    ioProcessor(async () => {
-      const response = await plainCall();
-      return response.status === 200 ? await response.json() : undefined;
-    }),
-    { concurrency: recallQueueConfig.concurrency },
-  );
-  const sdkQueue = producerEngine.createQueue('bench-sdk', {
-    defaultJobOptions: jobOptionsFor(recallQueueConfig),
-  });
-  const sdkWorker = service.engine.createWorker(
-    'bench-sdk',
-    ioProcessor(() => sdkSelector(selectorRequest)),
-    { concurrency: recallQueueConfig.concurrency },
-  );
-  const noopEvents = producerEngine.createQueueEvents('bench-noop');
-  const floorEvents = producerEngine.createQueueEvents('bench-floor');
-  const ioEvents = producerEngine.createQueueEvents('bench-io');
-  const sdkEvents = producerEngine.createQueueEvents('bench-sdk');
-  await Promise.all(
-    [
-      noopEvents,
-      floorEvents,
-      ioEvents,
-      noopWorker,
-      floorWorker,
-      ioWorker,
-      noopQueue,
-      floorQueue,
-      ioQueue,
-    ].map((x) => x.waitUntilReady()),
-  );
-  const noopDone = completionWaiter(noopEvents);
-  const floorDone = completionWaiter(floorEvents);
-  const ioDone = completionWaiter(ioEvents);
-  const sdkDone = completionWaiter(sdkEvents);
-
   const split = (t0: number, t4: number, queue: string, jobId: string): Round => {
     const h = handlerTimes.get(`${queue}:${jobId}`);
     if (!h) throw new Error(`bench: no handler timing for job ${queue}:${jobId}`);
     handlerTimes.delete(`${queue}:${jobId}`);
     return { total: t4 - t0, before: h.start - t0, handler: h.end - h.start, after: t4 - h.end };
   };
-  const ioRound = async (name: string, queue: typeof ioQueue, done: typeof ioDone) => {
-    const t0 = performance.now();
-    const job = await queue.add(name, {});
-    const result = (await done(job.id!)) as { ok: boolean; scanned: number; attachments: unknown[] };
-    const t4 = performance.now();
+  // A baseline: a queue with the recall queue's job options, a worker with its concurrency running `processor`,
+  // and the completion events its rounds wait on.
+  const closables: Array<{ close(): Promise<unknown> }> = [];
+  const baseline = async (name: string, processor: () => Promise<unknown>) => {
+    const queue = producerEngine.createQueue(`bench-${name}`, {
+      defaultJobOptions: jobOptionsFor(recallQueueConfig),
+    });
+    const worker = service.engine.createWorker(`bench-${name}`, timed(processor), {
+      concurrency: recallQueueConfig.concurrency,
+    });
+    const events = producerEngine.createQueueEvents(`bench-${name}`);
+    closables.push(worker, events, queue);
+    await Promise.all([queue, worker, events].map((x) => x.waitUntilReady()));
+    const done = completionWaiter(events);
+    /** One round: the add, then the completion event; `check` throws on a wrong result. */
+    return async (check: (result: unknown) => void) => {
+      const t0 = performance.now();
+      const job = await queue.add(name, {});
+      const result = await done(job.id!);
+      const t4 = performance.now();
+      check(result);
+      return { round: split(t0, t4, queue.name, job.id!), jobId: job.id! };
+    };
+  };
+  // io and sdk: the floor's call (a plain fetch, or the SDK through the recall handler's selector function)
+  // between the scan and the reads a recall makes, returning what a recall returns.
+  const sdkSelector = modelSelector(createRecallModelClient(config), config.smallModel);
+  const withIo = (call: () => Promise<unknown>) => async () => {
+    const scan = await scanMemoryDir(paths.memoryDir);
+    const reply = await call();
+    const read = await readMemoriesForSurfacing({ memoryDir: paths.memoryDir, filenames: PICKS });
+    return { ok: reply !== undefined, scanned: scan.headers.length, attachments: read.memories };
+  };
+  const ioCheck = (name: string) => (value: unknown) => {
+    const result = value as { ok: boolean; scanned: number; attachments: unknown[] };
     if (!result.ok || result.scanned !== MEMORIES || result.attachments.length !== PICKS.length) {
       throw new Error(`bench: ${name} answered ${JSON.stringify(result).slice(0, 200)}`);
     }
-    return { round: split(t0, t4, queue.name, job.id!), jobId: job.id! };
   };
+  const rawRound = await baseline('noop', async () => ({ ok: true }));
+  const floorRound = await baseline('floor', async () => {
+    const response = await plainCall();
+    return { status: response.status, body: await response.json() };
+  });
+  const ioRound = await baseline(
+    'io',
+    withIo(async () => {
+      const response = await plainCall();
+      return response.status === 200 ? await response.json() : undefined;
+    }),
+  );
+  const sdkRound = await baseline(
+    'sdk',
+    withIo(() => sdkSelector(selectorRequest)),
+  );
+
   const series: Record<string, () => Promise<{ round: Round; jobId: string }>> = {
-    raw: async () => {
-      const t0 = performance.now();
-      const job = await noopQueue.add('noop', {});
-      await noopDone(job.id!);
-      return { round: split(t0, performance.now(), 'bench-noop', job.id!), jobId: job.id! };
-    },
-    floor: async () => {
-      const t0 = performance.now();
-      const job = await floorQueue.add('floor', {});
-      const result = (await floorDone(job.id!)) as { status: number };
-      const t4 = performance.now();
-      if (result.status !== 200) throw new Error(`bench: floor call answered ${result.status}`);
-      return { round: split(t0, t4, 'bench-floor', job.id!), jobId: job.id! };
-    },
-    io: () => ioRound('io', ioQueue, ioDone),
-    sdk: () => ioRound('sdk', sdkQueue, sdkDone),
+    raw: () => rawRound(() => {}),
+    floor: () =>
+      floorRound((result) => {
+        const { status } = result as { status: number };
+        if (status !== 200) throw new Error(`bench: floor call answered ${status}`);
+      }),
+    io: () => ioRound(ioCheck('io')),
+    sdk: () => sdkRound(ioCheck('sdk')),
     recall: async () => {
       const t0 = performance.now();
       const recall = await awaitRecall(memory, ref, { query: QUERY, waitMs: 10_000 });
@@ -374,14 +342,8 @@ async function main(): Promise<void> {
     }
     load.push(loadavg()[0]!);
   } finally {
-    await Promise.allSettled(
-      [noopWorker, floorWorker, ioWorker, sdkWorker, noopEvents, floorEvents, ioEvents, sdkEvents].map((x) =>
-        x.close(),
-      ),
-    );
-    await Promise.allSettled(
-      [noopQueue, floorQueue, ioQueue, sdkQueue].map((q) => q.close()).concat(memory.close()),
-    );
+    await Promise.allSettled(closables.map((x) => x.close()));
+    await memory.close();
     await service.stop('bench done');
     await producerEngine.close();
     await server.close();
